@@ -1,0 +1,9 @@
+"""`tflint check` (placeholder: replaced by its implementation)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

@@ -1,0 +1,113 @@
+"""The rule contract.
+
+One rule per class. A rule declares its code, name, severity and documentation, carries
+``VALID`` and ``INVALID`` code examples (run by the test suite, so a rule cannot silently stop
+firing), and implements ``check(ctx)``, yielding findings through ``ctx.report``. Rules never
+re-derive shared facts (import aliases, traced functions, tape blocks, dataset chains, training
+loops): they ask ``ctx.analysis``.
+
+In ``INVALID`` examples every line that must produce a finding of the rule ends with
+``# expect: CODE``; no other line may produce one.  ``VALID`` examples produce none.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, ClassVar
+
+from tflint.finding import Edit, Finding, Fix, Severity
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tflint.analysis import Analysis
+
+DOCS_URL = "https://github.com/tflint/tflint/blob/main/docs/rules.md#{anchor}"
+
+
+class RuleContext:
+    """What a rule sees of one module: its path, text, tree and the shared analysis."""
+
+    def __init__(self, path: str, source: str, tree: ast.Module, analysis: "Analysis") -> None:
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.analysis = analysis
+        self.findings: list[Finding] = []
+        self._rule: Rule | None = None
+
+    def report(
+        self,
+        node: ast.AST,
+        message: str,
+        *,
+        fix: Fix | None = None,
+        end_node: ast.AST | None = None,
+    ) -> None:
+        """Report the current rule at ``node`` (through ``end_node`` when given)."""
+        rule = self._rule
+        assert rule is not None, "report() called outside a rule's check()"
+        end = end_node or node
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0)
+        end_line = getattr(end, "end_lineno", None) or line
+        end_col = getattr(end, "end_col_offset", None)
+        if end_col is None:
+            end_col = col
+        self.findings.append(
+            Finding(
+                code=rule.code,
+                message=message,
+                path=self.path,
+                line=line,
+                col=col,
+                end_line=end_line,
+                end_col=end_col,
+                severity=rule.severity,
+                fix=fix,
+                url=rule.url(),
+            )
+        )
+
+    # Helpers for building fixes from exact ast positions.
+    @staticmethod
+    def replace(node: ast.AST, content: str) -> Edit:
+        return Edit(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, content)
+
+    @staticmethod
+    def insert_at(line: int, col: int, content: str) -> Edit:
+        return Edit(line, col, line, col, content)
+
+    def segment(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.source, node) or ""
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, e.g. "print-in-traced-code"
+    severity: ClassVar[Severity] = Severity.ERROR
+    summary: ClassVar[str]  # one line, shown by `tflint rules`
+    what: ClassVar[str]
+    why: ClassVar[str]
+    example: ClassVar[str]
+    use_instead: ClassVar[str]
+    fix_safety: ClassVar[str] = "This rule has no automatic fix."
+    fixable: ClassVar[bool] = False
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []
+
+    def check(self, ctx: RuleContext) -> Iterator[None] | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(anchor=f"{cls.code.lower()}-{cls.name}")
+
+    def run(self, ctx: RuleContext) -> None:
+        ctx._rule = self
+        try:
+            result = self.check(ctx)
+            if result is not None:
+                for _ in result:
+                    pass
+        finally:
+            ctx._rule = None
