@@ -1,0 +1,146 @@
+"""Import and alias resolution: what a name or attribute chain refers to.
+
+``ImportMap.qualname(expr)`` turns ``tf.nn.relu`` into ``tensorflow.nn.relu`` and
+``layers.Dense`` (after ``from tensorflow.keras import layers``) into ``keras.layers.Dense``.
+Spellings of the same API are normalised so rules compare one name:
+``tensorflow.keras.*``, ``tf_keras.*`` and ``tensorflow.python.keras.*`` become ``keras.*``;
+``tensorflow.compat.v2.*`` becomes ``tensorflow.*``.
+
+Names bound once in a scope to a call are followed too: after ``rng = np.random.default_rng()``
+``rng.normal`` resolves to ``numpy.random.default_rng().normal``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_NORMALISE = (
+    ("tensorflow.compat.v2.", "tensorflow."),
+    ("tensorflow.python.keras.", "keras."),
+    ("tensorflow.keras.", "keras."),
+    ("tf_keras.", "keras."),
+    ("keras.src.", "keras."),
+    ("tensorflow.python.eager.def_function.function", "tensorflow.function"),
+    ("tensorflow.python.eager.polymorphic_function.polymorphic_function.function", "tensorflow.function"),
+)
+
+
+def normalise(name: str) -> str:
+    probe = name + "."
+    for old, new in _NORMALISE:
+        if probe.startswith(old) or name == old:
+            name = new + probe[len(old):]
+            name = name[:-1] if name.endswith(".") else name
+            probe = name + "."
+    if name in ("tensorflow.keras", "tf_keras", "tensorflow.python.keras"):
+        return "keras"
+    return name
+
+
+class ImportMap:
+    """Module-wide import aliases plus single-assignment call origins per scope."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases: dict[str, str] = {}
+        # names bound by imports anywhere in the module (function-level imports included)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = normalise(a.name)
+                    else:
+                        root = a.name.split(".")[0]
+                        self.aliases[root] = normalise(root)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                base = node.module
+                for a in node.names:
+                    if a.name == "*":
+                        continue
+                    self.aliases[a.asname or a.name] = normalise(f"{base}.{a.name}")
+        self._origins = _collect_origins(tree)
+
+    @property
+    def modules(self) -> set[str]:
+        """Top-level packages imported by the module (``tensorflow``, ``keras``, ``numpy``...)."""
+        return {v.split(".")[0] for v in self.aliases.values()}
+
+    @property
+    def uses_tensorflow(self) -> bool:
+        return bool(self.modules & {"tensorflow", "keras"})
+
+    def qualname(self, expr: ast.AST | None, scope: ast.AST | None = None) -> str | None:
+        """Fully qualified, normalised name of ``expr`` or ``None`` when it is not known.
+
+        ``scope`` is the function (or module) the expression is in; it lets names bound by
+        assignment (``rng = np.random.default_rng()``) be followed.
+        """
+        parts: list[str] = []
+        node = expr
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            base = self.aliases.get(node.id)
+            if base is None:
+                base = self._origin(node.id, scope)
+            if base is None:
+                return None
+        elif isinstance(node, ast.Call):
+            inner = self.qualname(node.func, scope)
+            if inner is None:
+                return None
+            base = inner + "()"
+        else:
+            return None
+        parts.reverse()
+        return normalise(".".join([base, *parts])) if parts else base
+
+    def call_name(self, call: ast.AST, scope: ast.AST | None = None) -> str | None:
+        """Qualified name of the function a ``Call`` node calls."""
+        if isinstance(call, ast.Call):
+            return self.qualname(call.func, scope)
+        return None
+
+    def _origin(self, name: str, scope: ast.AST | None) -> str | None:
+        for s in (scope, None):
+            value = self._origins.get((id(s) if s is not None else 0, name))
+            if value is not None:
+                q = self.qualname(value)
+                if q is not None:
+                    return q + "()"
+        return None
+
+
+def _collect_origins(tree: ast.Module) -> dict[tuple[int, str], ast.AST]:
+    """(scope id, name) → the callee expression of the single ``name = callee(...)`` in scope.
+
+    Names assigned more than once in a scope are dropped (their origin is ambiguous).
+    The module scope has id 0.
+    """
+    origins: dict[tuple[int, str], ast.AST | None] = {}
+
+    def visit(body_owner: ast.AST, key: int) -> None:
+        stack = list(ast.iter_child_nodes(body_owner))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(node, id(node))
+                continue
+            if isinstance(node, ast.ClassDef):
+                visit(node, key)
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        k = (key, t.id)
+                        if k in origins:
+                            origins[k] = None
+                        elif isinstance(node.value, ast.Call):
+                            origins[k] = node.value.func
+                        else:
+                            origins[k] = None
+            stack.extend(ast.iter_child_nodes(node))
+
+    visit(tree, 0)
+    return {k: v for k, v in origins.items() if v is not None}
