@@ -102,7 +102,7 @@ class RenderContext:
         return rel.replace(os.sep, "/")
 
     # --- source ------------------------------------------------------------------------
-    def lines_for(self, finding: "Finding") -> list[str] | None:
+    def lines_for(self, finding: Finding) -> list[str] | None:
         """The lines the finding's positions refer to (its notebook cell, or its file)."""
         key = (finding.path, finding.cell)
         if key in self._cache:
@@ -123,16 +123,14 @@ class RenderContext:
 
 
 class Renderer(Protocol):
-    def render(self, findings: Sequence["Finding"], ctx: RenderContext) -> str: ...
+    def render(self, findings: Sequence[Finding], ctx: RenderContext) -> str: ...
 
 
 def get_renderer(name: str) -> Renderer:
     """The renderer for an output format; ``ValueError`` naming the formats on an unknown one."""
     key = (name or "").strip().lower()
     if key not in _RENDERERS:
-        raise ValueError(
-            f"unknown output format {name!r} (expected one of: {', '.join(FORMATS)})"
-        )
+        raise ValueError(f"unknown output format {name!r} (expected one of: {', '.join(FORMATS)})")
     module_name, cls_name = _RENDERERS[key]
     module = importlib.import_module(module_name)
     return getattr(module, cls_name)()
@@ -141,7 +139,7 @@ def get_renderer(name: str) -> Renderer:
 # --- helpers shared by the formats ------------------------------------------------------
 
 
-def severity_str(finding: "Finding") -> str:
+def severity_str(finding: Finding) -> str:
     sev = finding.severity
     return str(getattr(sev, "value", sev) or "error")
 
@@ -163,11 +161,11 @@ def rule_meta(code: str) -> tuple[str, str | None, bool]:
     return str(getattr(rule, "name", "") or ""), url, True
 
 
-def finding_url(finding: "Finding") -> str | None:
+def finding_url(finding: Finding) -> str | None:
     return finding.url or rule_meta(finding.code)[1]
 
 
-def sorted_findings(findings: Sequence["Finding"]) -> list["Finding"]:
+def sorted_findings(findings: Sequence[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: f.sort_key())
 
 
@@ -187,7 +185,7 @@ def count_phrase(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def summary_lines(findings: Sequence["Finding"], fixable_hint: bool) -> list[str]:
+def summary_lines(findings: Sequence[Finding], fixable_hint: bool) -> list[str]:
     """``Found N issues ...`` and, with ``fixable_hint``, how many ``--fix`` would fix."""
     if not findings:
         return []

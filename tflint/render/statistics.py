@@ -20,7 +20,7 @@ def _rule_name(code: str) -> str:
     return str(getattr(rule, "name", "") or "") if rule is not None else ""
 
 
-def statistics_rows(findings: Sequence["Finding"]) -> list[dict]:
+def statistics_rows(findings: Sequence[Finding]) -> list[dict]:
     """One row per code: ``code``, ``name``, ``count``, ``fixable`` (how many carry a fix);
     sorted by count (highest first), then code."""
     counts: dict[str, int] = {}
@@ -31,12 +31,17 @@ def statistics_rows(findings: Sequence["Finding"]) -> list[dict]:
             fixable[f.code] = fixable.get(f.code, 0) + 1
     order = sorted(counts, key=lambda c: (-counts[c], c))
     return [
-        {"code": c, "name": _rule_name(c), "count": counts[c], "fixable": fixable.get(c, 0)}
+        {
+            "code": c,
+            "name": _rule_name(c),
+            "count": counts[c],
+            "fixable": fixable.get(c, 0),
+        }
         for c in order
     ]
 
 
-def statistics(findings: Sequence["Finding"], output_format: str = "text") -> str:
+def statistics(findings: Sequence[Finding], output_format: str = "text") -> str:
     """The ``--statistics`` table (``output_format="json"`` gives a JSON array instead).
 
     Text: ``count  CODE  [*] name`` per line, ``[*]`` when some of the findings can be fixed.
