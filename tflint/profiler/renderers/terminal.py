@@ -1,0 +1,284 @@
+"""The end-of-run report on the terminal (stderr, so the script's stdout stays its own).
+
+Layout: a header (script, exit status, duration, steps); one summary line per signal kind
+(OK / how bad / not measured); a table per signal kind that fired, with counts, locations,
+causes and suggested fixes; step time, input wait and memory over time as sparklines; and a
+line for every hook that was unavailable or failed on this TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tflint.profiler.renderers import series_values
+from tflint.profiler.report import SIGNAL_KINDS
+
+if TYPE_CHECKING:
+    from tflint.profiler.report import Report, Signal
+
+_BARS = "▁▂▃▄▅▆▇█"
+_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_TITLES = {
+    "retrace": "Retraces",
+    "none-gradient": "None gradients",
+    "soft-placement": "Soft-placement fallbacks",
+    "input-stall": "Input stalls",
+    "memory-growth": "Memory growth",
+}
+# details keys shown as the "cause" and "fix" columns, first match wins
+_CAUSE_KEYS = ("cause", "causes", "reason", "reasons", "why")
+_FIX_KEYS = ("fix", "suggestion", "suggested_fix", "fixes")
+_COUNT_KEYS = ("count", "retraces", "occurrences", "calls", "ops")
+
+
+def sparkline(values: list[float], width: int = 40) -> str:
+    """Unicode block chart of ``values`` squeezed to ``width`` columns (bucket means)."""
+    vals = [v for v in values if v == v]  # drop NaN
+    if not vals:
+        return ""
+    if len(vals) > width:
+        buckets: list[float] = []
+        n = len(vals)
+        for i in range(width):
+            lo, hi = i * n // width, max((i + 1) * n // width, i * n // width + 1)
+            chunk = vals[lo:hi]
+            buckets.append(sum(chunk) / len(chunk))
+        vals = buckets
+    lo, hi = min(vals), max(vals)
+    if hi - lo <= 1e-12 * max(abs(hi), 1.0):
+        return _BARS[0] * len(vals)
+    scale = (len(_BARS) - 1) / (hi - lo)
+    return "".join(_BARS[int(round((v - lo) * scale))] for v in vals)
+
+
+def fmt_seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1.0:
+        return f"{s * 1e3:.1f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    return f"{s / 60:.1f} min"
+
+
+def fmt_bytes(n: float) -> str:
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+
+
+def _short_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith(".." + os.sep) else path
+
+
+def _first(details: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        v = details.get(k)
+        if v not in (None, "", [], {}):
+            return v
+    return None
+
+
+def _text(value: Any, limit: int = 6) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        items = [_text(v) for v in value[:limit]]
+        more = len(value) - limit
+        return "\n".join(items + ([f"(+{more} more)"] if more > 0 else []))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_text(v)}" for k, v in list(value.items())[:limit])
+    return str(value)
+
+
+class TerminalRenderer:
+    def __init__(self, file: TextIO | None = None, width: int | None = None) -> None:
+        self.file = file
+        self.width = width
+
+    def _console(self) -> Any:
+        from rich.console import Console
+
+        file = self.file if self.file is not None else sys.stderr
+        width = self.width
+        if width is None and not _isatty(file):
+            width = 100
+        return Console(file=file, width=width, highlight=False, soft_wrap=False)
+
+    def render(self, report: "Report") -> None:
+        console = self._console()
+        for renderable in self.renderables(report):
+            console.print(renderable)
+
+    # ------------------------------------------------------------------------------------
+    def renderables(self, report: "Report") -> list[Any]:
+        from rich.text import Text
+
+        out: list[Any] = [Text(""), self._header(report)]
+        out.append(self._summary(report))
+        for kind in SIGNAL_KINDS:
+            signals = report.signals_of(kind)
+            if signals:
+                out.append(self._table(kind, signals))
+        charts = self._charts(report)
+        if charts is not None:
+            out.append(charts)
+        hooks = self._hook_lines(report)
+        if hooks is not None:
+            out.append(hooks)
+        return out
+
+    def _header(self, report: "Report") -> Any:
+        from rich.text import Text
+
+        t = Text()
+        t.append("tflint profile ", style="bold")
+        t.append(_short_path(report.script), style="bold")
+        if report.argv:
+            t.append(" " + " ".join(report.argv))
+        run = report.metrics.get("run") if isinstance(report.metrics.get("run"), dict) else {}
+        outcome = run.get("outcome")
+        code = report.exit_code
+        if outcome == "interrupted":
+            t.append(" · interrupted (partial report)", style="bold yellow")
+        elif outcome == "exception":
+            t.append(f" · raised {run.get('exception') or 'an exception'}", style="bold red")
+        elif code not in (None, 0):
+            t.append(f" · exit {code}", style="bold red")
+        else:
+            t.append(f" · exit {code if code is not None else '?'}")
+        t.append(f" · {fmt_seconds(report.duration_s)} · {report.steps:,} steps")
+        return t
+
+    def _summary(self, report: "Report") -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        hooks = report.metrics.get("hooks") if isinstance(report.metrics.get("hooks"), dict) else {}
+        table = Table.grid(padding=(0, 2))
+        table.add_column(no_wrap=True)
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        for kind in SIGNAL_KINDS:
+            signals = sorted(report.signals_of(kind), key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
+            hook = hooks.get(kind) if isinstance(hooks.get(kind), dict) else {}
+            status = hook.get("status", "ok")
+            if signals:
+                worst = signals[0].severity
+                n = len(signals)
+                word = Text(f"✗ {n} {worst}" + ("s" if n > 1 and worst != "info" else ""),
+                            style=_SEVERITY_STYLE.get(worst, ""))
+                note = Text(signals[0].message)
+            elif status in ("unavailable", "failed"):
+                word = Text("? not measured", style="dim")
+                note = Text(f"hook {status}", style="dim")
+            else:
+                word = Text("✓ OK", style="green")
+                note = Text("")
+            table.add_row(Text(kind, style="bold"), word, note)
+        return table
+
+    def _table(self, kind: str, signals: list["Signal"]) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        signals = sorted(signals, key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
+        table = Table(title=_TITLES.get(kind, kind), title_justify="left", show_lines=True,
+                      expand=False)
+        table.add_column("Severity", no_wrap=True)
+        table.add_column("Count", justify="right", no_wrap=True)
+        table.add_column("Location", no_wrap=True)
+        table.add_column("Problem and cause", overflow="fold", ratio=3)
+        table.add_column("Suggested fix", overflow="fold", ratio=2)
+        for s in signals:
+            details = s.details or {}
+            count = _first(details, _COUNT_KEYS)
+            problem = Text(s.message)
+            cause = _first(details, _CAUSE_KEYS)
+            if cause is not None:
+                problem.append("\n" + _text(cause), style="dim")
+            loc = f"{_short_path(s.location.file)}:{s.location.line}" if s.location else "-"
+            table.add_row(
+                Text(s.severity, style=_SEVERITY_STYLE.get(s.severity, "")),
+                _text(count) if isinstance(count, (int, float)) else "",
+                loc,
+                problem,
+                _text(_first(details, _FIX_KEYS)),
+            )
+        return table
+
+    def _charts(self, report: "Report") -> Any:
+        from rich.table import Table
+
+        m = report.metrics
+        rows: list[tuple[str, str, str]] = []
+        steps = [y for _, y in series_values(m.get("step_time_s"))]
+        if steps:
+            med = statistics.median(steps)
+            p90 = sorted(steps)[int(0.9 * (len(steps) - 1))]
+            rows.append(("step time", sparkline(steps),
+                         f"median {fmt_seconds(med)}, p90 {fmt_seconds(p90)}"))
+        wait = m.get("input_wait_share")
+        wait_series = [y for _, y in series_values(wait)]
+        if wait_series:
+            rows.append(("input wait", sparkline(wait_series),
+                         f"{100 * statistics.median(wait_series):.0f}% of step time (median)"))
+        elif isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            rows.append(("input wait", "", f"{100 * wait:.0f}% of step time"))
+        rss = [y for _, y in series_values(m.get("host_rss_bytes"))]
+        if rss:
+            rows.append(("host memory", sparkline(rss),
+                         f"{fmt_bytes(rss[0])} → {fmt_bytes(rss[-1])} (peak {fmt_bytes(max(rss))})"))
+        dev = m.get("device_memory_bytes")
+        dev_items = dev.items() if isinstance(dev, dict) else [("device memory", dev)]
+        for name, series in dev_items:
+            vals = [y for _, y in series_values(series)]
+            label = name if name == "device memory" else f"{name} memory"
+            if vals:
+                rows.append((label, sparkline(vals),
+                             f"{fmt_bytes(vals[0])} → {fmt_bytes(vals[-1])} (peak {fmt_bytes(max(vals))})"))
+        if not rows:
+            return None
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(no_wrap=True, style="cyan")
+        grid.add_column(overflow="fold")
+        for row in rows:
+            grid.add_row(*row)
+        return grid
+
+    def _hook_lines(self, report: "Report") -> Any:
+        from rich.text import Text
+
+        hooks = report.metrics.get("hooks")
+        if not isinstance(hooks, dict):
+            return None
+        t = Text()
+        for kind, info in hooks.items():
+            if not isinstance(info, dict) or info.get("status", "ok") == "ok":
+                continue
+            if t:
+                t.append("\n")
+            t.append(f"! {kind} hook {info.get('status')}", style="yellow")
+            if info.get("reason"):
+                t.append(f": {info['reason']}")
+        return t if t else None
+
+
+def _isatty(file: Any) -> bool:
+    try:
+        return bool(file.isatty())
+    except Exception:
+        return False

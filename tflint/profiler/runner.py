@@ -1,0 +1,321 @@
+"""Run a user's training script the way ``python script.py ARGS`` would, with tflint watching.
+
+The script runs in this process as the ``__main__`` module, with ``sys.argv`` set to
+``[script, *args]`` and ``sys.path[0]`` set to the script's directory so that its own modules
+import. Its stdout and stderr are left alone. Whatever happens to it, the report is produced:
+
+=======================================  ==========================================
+the script ...                           exit status of ``tflint profile``
+=======================================  ==========================================
+finishes                                 0
+calls ``sys.exit(n)``                    ``n`` (``None`` -> 0, a message -> 1)
+raises                                   1, traceback printed as Python prints it
+is interrupted (Ctrl-C / SIGINT)         130, with a partial report
+cannot be run (missing, syntax error)    2, one line on stderr, no report
+=======================================  ==========================================
+
+With ``--fail-on KINDS``, a run whose script exited 0 exits with :data:`FAIL_ON_EXIT_CODE`
+when any signal of those kinds fired. A script that failed on its own keeps its exit status.
+
+The report (terminal on stderr, ``--json`` written atomically, ``--logdir`` TensorBoard
+scalars) is produced after the script has finished and the hooks are removed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tflint.profiler.report import SIGNAL_KINDS
+
+#: Exit status of a run whose script exited 0 while a ``--fail-on`` signal fired.
+FAIL_ON_EXIT_CODE = 3
+#: Exit status for a script that cannot be run, or bad arguments.
+USAGE_EXIT_CODE = 2
+#: Exit status of an interrupted run (128 + SIGINT, what a shell reports for Ctrl-C).
+INTERRUPT_EXIT_CODE = 130
+
+
+class ProfileUsageError(Exception):
+    """Bad input: reported as one line on stderr and exit status 2."""
+
+
+@dataclass
+class ProfileOptions:
+    script: str
+    args: list[str] = field(default_factory=list)
+    json_path: str | None = None
+    logdir: str | None = None
+    fail_on: frozenset[str] = frozenset()
+    live: bool | None = None  # None: on when stderr is a terminal
+
+
+@dataclass
+class Outcome:
+    """How the script ended."""
+
+    exit_code: int
+    kind: str  # "completed" | "exit" | "exception" | "interrupted"
+    exception: str | None = None  # "ValueError: message" for "exception"/"interrupted"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.kind, "exception": self.exception}
+
+
+def parse_fail_on(value: str | None) -> frozenset[str]:
+    """``"retrace,none-gradient"`` -> the set of kinds; ``"all"`` -> every kind."""
+    if value is None:
+        return frozenset()
+    kinds: set[str] = set()
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "all":
+            kinds.update(SIGNAL_KINDS)
+        elif part in SIGNAL_KINDS:
+            kinds.add(part)
+        else:
+            raise ProfileUsageError(
+                f"--fail-on: unknown signal kind {part!r} (expected a comma-separated list of "
+                f"{', '.join(SIGNAL_KINDS)}, or 'all')"
+            )
+    if not kinds:
+        raise ProfileUsageError("--fail-on: no signal kinds given")
+    return frozenset(kinds)
+
+
+def compile_script(path: str) -> tuple[str, Any]:
+    """Read and compile the script; bad input raises :class:`ProfileUsageError`.
+
+    Returns the absolute path (what Python uses as ``__file__`` and in tracebacks) and the
+    code object.
+    """
+    if not os.path.exists(path):
+        raise ProfileUsageError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ProfileUsageError(f"{path}: is a directory, expected a Python script")
+    abspath = os.path.abspath(path)
+    try:
+        with open(abspath, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        raise ProfileUsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        code = compile(source, abspath, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"{path}:{exc.lineno}" if exc.lineno else path
+        if exc.lineno and exc.offset:
+            where += f":{exc.offset}"
+        raise ProfileUsageError(f"{where}: {type(exc).__name__}: {exc.msg}") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # null bytes, bad encoding
+        raise ProfileUsageError(f"{path}: cannot compile: {exc}") from None
+    return abspath, code
+
+
+def check_outputs(opts: ProfileOptions) -> None:
+    """Fail early (before a long run) when the report could not be written."""
+    if opts.json_path is not None:
+        if os.path.isdir(opts.json_path):
+            raise ProfileUsageError(f"--json {opts.json_path}: is a directory")
+        parent = os.path.dirname(os.path.abspath(opts.json_path))
+        if not os.path.isdir(parent):
+            raise ProfileUsageError(f"--json {opts.json_path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ProfileUsageError(f"--json {opts.json_path}: directory {parent} is not writable")
+    if opts.logdir is not None and os.path.exists(opts.logdir) and not os.path.isdir(opts.logdir):
+        raise ProfileUsageError(f"--logdir {opts.logdir}: exists and is not a directory")
+
+
+def run(opts: ProfileOptions, *, err: Any = None) -> int:
+    """Profile ``opts.script``; returns the exit status. Bad input raises ProfileUsageError."""
+    abspath, code = compile_script(opts.script)
+    check_outputs(opts)
+    try:
+        from tflint.runtime import watch
+    except ImportError as exc:  # TensorFlow missing or broken
+        raise ProfileUsageError(
+            f"cannot load TensorFlow ({exc}); install it, e.g. pip install 'tflint[profile]'"
+        ) from None
+
+    live = None
+    if opts.live or (opts.live is None and _stderr_is_tty()):
+        from tflint.profiler.live import LiveStatus
+
+        live = LiveStatus()
+
+    argv = [opts.script, *opts.args]
+    start = time.perf_counter()
+    outcome: Outcome
+    with _as_main(abspath, argv) as main_globals:
+        with watch(live=live) as session:
+            if live is not None:
+                live.start(session)
+            try:
+                outcome = _execute(code, main_globals, abspath)
+            finally:
+                if live is not None:
+                    live.stop()
+        duration = time.perf_counter() - start
+        report = session.report(
+            script=opts.script, argv=list(opts.args), exit_code=outcome.exit_code,
+            duration_s=round(duration, 6),
+        )
+    report.metrics.setdefault("run", outcome.to_dict())
+    _render(report, opts)
+    return exit_status(outcome.exit_code, report, opts.fail_on)
+
+
+def exit_status(script_exit: int, report: Any, fail_on: frozenset[str]) -> int:
+    if script_exit == 0 and fail_on and any(s.kind in fail_on for s in report.signals):
+        return FAIL_ON_EXIT_CODE
+    return script_exit
+
+
+def _render(report: Any, opts: ProfileOptions) -> None:
+    """JSON first (what CI reads), then TensorBoard, then the terminal; one failing renderer
+    does not stop the others."""
+    from tflint.profiler.renderers.terminal import TerminalRenderer
+
+    problems: list[str] = []
+    if opts.json_path is not None:
+        from tflint.profiler.renderers.json import JsonRenderer
+
+        try:
+            JsonRenderer(opts.json_path).render(report)
+        except OSError as exc:
+            problems.append(f"could not write --json {opts.json_path}: {exc}")
+    if opts.logdir is not None:
+        from tflint.profiler.renderers.tensorboard import TensorBoardRenderer
+
+        try:
+            TensorBoardRenderer(opts.logdir).render(report)
+        except Exception as exc:  # never lose the rest of the report over TensorBoard
+            problems.append(f"could not write TensorBoard scalars to {opts.logdir}: {exc}")
+    try:
+        TerminalRenderer().render(report)
+    except Exception as exc:
+        problems.append(f"could not render the terminal report: {type(exc).__name__}: {exc}")
+    for line in problems:
+        sys.stderr.write(f"tflint profile: warning: {line}\n")
+    sys.stderr.flush()
+
+
+def _execute(code: Any, main_globals: dict[str, Any], abspath: str) -> Outcome:
+    """Run the script's code; translate how it ended as the interpreter would."""
+    try:
+        exec(code, main_globals)
+    except SystemExit as exc:
+        return Outcome(_system_exit_code(exc), "exit")
+    except KeyboardInterrupt as exc:
+        _print_exception(exc, abspath)
+        return Outcome(INTERRUPT_EXIT_CODE, "interrupted", _describe(exc))
+    except BaseException as exc:  # noqa: BLE001 - the script's own failure, passed through
+        _print_exception(exc, abspath)
+        return Outcome(1, "exception", _describe(exc))
+    return Outcome(0, "completed")
+
+
+def _system_exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    # Like the interpreter: anything else is printed to stderr and the status is 1.
+    try:
+        sys.stderr.write(f"{code}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+    return 1
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    name = type(exc).__qualname__
+    return f"{name}: {text}" if text else name
+
+
+def _print_exception(exc: BaseException, abspath: str) -> None:
+    """Print the traceback as Python would for an uncaught exception in the script.
+
+    The frames of tflint's runner are dropped so that the traceback starts at the script's
+    module level, and ``sys.excepthook`` is used, so a hook installed by the script applies.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != abspath:
+        tb = tb.tb_next
+    if tb is None:  # not raised from the script's own frames (should not happen)
+        tb = exc.__traceback__
+    exc.__traceback__ = tb
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, tb)
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+class _as_main:
+    """Install a fresh ``__main__`` module for the script, with argv and sys.path[0] set.
+
+    The module has no ``__spec__`` and an absolute ``__file__``, like a script run by the
+    interpreter, so ``multiprocessing``'s spawn start method re-imports the script by path in
+    its children, and pickles of classes defined in the script refer to ``__main__``.
+    """
+
+    def __init__(self, abspath: str, argv: list[str]) -> None:
+        self.abspath = abspath
+        self.argv = argv
+
+    def __enter__(self) -> dict[str, Any]:
+        module = types.ModuleType("__main__")
+        module.__file__ = self.abspath
+        module.__cached__ = None  # type: ignore[attr-defined]
+        module.__builtins__ = builtins  # type: ignore[attr-defined]
+        module.__loader__ = None
+        module.__spec__ = None
+        module.__package__ = None
+        self.module = module
+        self.saved_main = sys.modules.get("__main__")
+        self.saved_argv = sys.argv[:]
+        self.saved_path0 = sys.path[0] if sys.path else None
+        sys.modules["__main__"] = module
+        sys.argv[:] = self.argv
+        script_dir = os.path.dirname(os.path.realpath(self.abspath))
+        if sys.path:
+            sys.path[0] = script_dir
+        else:
+            sys.path.append(script_dir)
+        return module.__dict__
+
+    def __exit__(self, *exc: object) -> None:
+        if sys.modules.get("__main__") is self.module and self.saved_main is not None:
+            sys.modules["__main__"] = self.saved_main
+        sys.argv[:] = self.saved_argv
+        if self.saved_path0 is not None and sys.path:
+            sys.path[0] = self.saved_path0
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    except Exception:
+        return False
+
+
+StatusFn = Callable[[], dict[str, Any]]
