@@ -66,7 +66,8 @@ class RenderContext:
     """What a renderer knows beyond the findings.
 
     ``root``: the directory paths are shown relative to (and SARIF URIs are relative to).
-    ``source_lines(path)``: the lines of a checked file, for snippets and fingerprints.
+    ``source_lines(path)``: the lines of a checked file (``path`` as the finding gives it),
+    for snippets and fingerprints; ``None`` reads the file from disk, relative to ``root``.
     ``color``: emit ANSI colours (``full`` only). ``fixable_hint``: mark fixable findings
     ``[*]`` and say how many ``--fix`` would fix. ``summary``: end the human formats with a
     ``Found N issues`` line. ``cell_lines(path, cell)``: for notebook findings, the lines of
@@ -74,7 +75,7 @@ class RenderContext:
     """
 
     root: str
-    source_lines: Callable[[str], list[str] | None] = read_source_lines
+    source_lines: Callable[[str], list[str] | None] | None = None
     color: bool = False
     fixable_hint: bool = True
     summary: bool = True
@@ -112,8 +113,10 @@ class RenderContext:
             if finding.cell is not None:
                 if self.cell_lines is not None:
                     lines = self.cell_lines(finding.path, finding.cell)
-            else:
+            elif self.source_lines is not None:
                 lines = self.source_lines(finding.path)
+            elif finding.path != "-":
+                lines = read_source_lines(self.abs_path(finding.path))
         except Exception:  # a snippet is a nicety: never let it break the output
             lines = None
         if lines is not None:
