@@ -176,7 +176,7 @@ def rule_markdown(rule: type) -> str:
         "",
         f"**{_md_cell(clean(getattr(rule, 'summary', '')))}**",
         "",
-        f"Severity: `{severity_of(rule)}` · {fix_line(rule)}",
+        f"Severity: `{severity_of(rule)}`. {fix_line(rule)}",
         "",
         rule_body(rule, "####"),
     ]
@@ -204,7 +204,7 @@ def markdown_reference(rules: Sequence[type]) -> str:
         "example and its correction. `tflint rule CODE` prints the same text in a terminal.",
         "Severity `error`: the program computes something other than what it says;",
         "`warning`: it computes the right thing slowly or with too much memory.",
-        "Rules marked ✓ can be fixed automatically with `tflint check --fix`.",
+        "Rules with `yes` under Fix can be fixed with `tflint check --fix`.",
         "",
     ]
     if not rules:
@@ -220,7 +220,7 @@ def markdown_reference(rules: Sequence[type]) -> str:
         "| --- | --- | --- | :-: | --- |",
     ]
     for r in rules:
-        fix = "✓" if getattr(r, "fixable", False) else ""
+        fix = "yes" if getattr(r, "fixable", False) else ""
         out.append(
             f"| [{r.code}](#{anchor(r)}) | {r.name} | {severity_of(r)} | {fix} "
             f"| {_md_cell(clean(getattr(r, 'summary', '')))} |"
