@@ -1,0 +1,433 @@
+"""Which worker of a ``tf.distribute`` job this process is, and the strategy it trains with.
+
+:func:`describe_worker` returns a plain dict that tags a report (``report.metrics["worker"]``):
+
+``id``                     ``"worker:1"``, ``"chief:0"``... or ``"local"`` outside a cluster
+``task_type``/``task_index``  from ``TF_CONFIG`` (or the strategy's cluster resolver)
+``cluster``                ``{"worker": 2, "chief": 1}``: tasks per job
+``cluster_size``           total number of tasks in the cluster (1 outside a cluster)
+``is_chief``               the task that should write checkpoints and summaries
+``role_source``            ``"TF_CONFIG"``, ``"cluster_resolver"`` or ``None``
+``host``/``pid``           where the process ran
+``strategy``               public name (``"MultiWorkerMirroredStrategy"``) or ``None``
+``num_replicas``           ``num_replicas_in_sync`` (all workers), ``local_replicas`` on this one
+``global_batch_size``      batch of one step over all replicas, when visible
+``per_replica_batch_size`` batch one replica sees per step, when visible
+``batch_source``           where the batch sizes were read from
+
+and, when :class:`DistributeHook` timed the loop over a distributed dataset,
+``steps_observed``, ``step_time_s`` (``{"median", "p90", "n"}``: time between two consecutive
+batches, i.e. one step), ``input_wait_s`` (same, time spent inside ``next()``) and
+``input_wait_share`` (total wait / total step time, first step excluded).
+
+The hook observes strategies as they are created (a class-level wrapper of
+``StrategyBase.__init__``), the datasets handed to ``experimental_distribute_dataset`` /
+``distribute_datasets_from_function`` (their batch size), and eager ``next()`` on distributed
+iterators (``DistributedIteratorBase.get_next``) — which the plain ``tf.data`` iterator hook does
+not see, because distributed iterators fetch through multi-device iterators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+from tflint.runtime.hookbase import Hook, missing_names
+
+# Public names of strategy classes whose class name differs from their ``tf.distribute`` name.
+_PUBLIC_NAMES = {
+    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+    "ParameterServerStrategyV2": "ParameterServerStrategy",
+    "TPUStrategyV2": "TPUStrategy",
+    "CentralStorageStrategy": "CentralStorageStrategy",
+}
+_MAX_SAMPLES = 4096
+
+# Shared observations (module level so that describe_worker() needs no handle on a session).
+_state: dict[str, Any] = {
+    "strategy": None,  # weakref to the last strategy created while a hook was active
+    "global_batch_size": None,
+    "per_replica_batch_size": None,
+    "batch_source": None,
+}
+_state_lock = threading.Lock()
+
+
+# -- role ---------------------------------------------------------------------------------
+def _role_from_tf_config(env: dict[str, str]) -> dict[str, Any]:
+    raw = env.get("TF_CONFIG")
+    if not raw:
+        return {}
+    try:
+        cfg = json.loads(raw)
+        if not isinstance(cfg, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        return {"tf_config_error": f"TF_CONFIG is not valid JSON: {exc}"}
+    out: dict[str, Any] = {"role_source": "TF_CONFIG"}
+    cluster = cfg.get("cluster") or {}
+    if isinstance(cluster, dict):
+        out["cluster"] = {
+            str(job): (len(tasks) if isinstance(tasks, (list, dict)) else 1)
+            for job, tasks in cluster.items()
+        }
+    task = cfg.get("task") or {}
+    if isinstance(task, dict):
+        if task.get("type") is not None:
+            out["task_type"] = str(task["type"])
+        if task.get("index") is not None:
+            try:
+                out["task_index"] = int(task["index"])
+            except (TypeError, ValueError):
+                out["tf_config_error"] = f"TF_CONFIG task index is not an integer: {task['index']!r}"
+    return out
+
+
+def _role_from_resolver(strategy: Any) -> dict[str, Any]:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return {}
+    out: dict[str, Any] = {}
+    try:
+        spec = resolver.cluster_spec().as_dict()
+        if spec:
+            out["cluster"] = {
+                str(job): (len(tasks) if isinstance(tasks, (list, dict)) else 1)
+                for job, tasks in spec.items()
+            }
+        if getattr(resolver, "task_type", None) is not None:
+            out["task_type"] = str(resolver.task_type)
+        if getattr(resolver, "task_id", None) is not None:
+            out["task_index"] = int(resolver.task_id)
+    except Exception:  # noqa: BLE001 - a resolver that cannot answer tells nothing
+        return {}
+    if out:
+        out["role_source"] = "cluster_resolver"
+    return out
+
+
+def _is_chief(task_type: str | None, task_index: int | None, cluster: dict[str, int]) -> bool:
+    if task_type is None:
+        return True  # a single process is its own chief
+    if task_type == "chief":
+        return True
+    return task_type == "worker" and task_index == 0 and "chief" not in cluster
+
+
+# -- strategy -----------------------------------------------------------------------------
+def _current_strategy() -> Any:
+    """The strategy in scope now, else the last one created; never the default strategy.
+    Does not import TensorFlow: a process that did not load it has no strategy."""
+    if "tensorflow" not in sys.modules:
+        return None
+    strategy = None
+    try:
+        from tensorflow.python.distribute import distribute_lib
+
+        if distribute_lib.has_strategy():
+            strategy = distribute_lib.get_strategy()
+    except Exception:  # noqa: BLE001
+        strategy = None
+    if strategy is None or _is_default(strategy):
+        ref = _state.get("strategy")
+        strategy = ref() if ref is not None else None
+    return None if strategy is None or _is_default(strategy) else strategy
+
+
+def _is_default(strategy: Any) -> bool:
+    return type(strategy).__name__.startswith("_Default")
+
+
+def strategy_name(strategy: Any) -> str:
+    cls = type(strategy)
+    for api in getattr(cls, "_tf_api_names", ()) or ():
+        if api.startswith("distribute.") and "experimental" not in api:
+            return api.rsplit(".", 1)[-1]
+    return _PUBLIC_NAMES.get(cls.__name__, cls.__name__)
+
+
+def _describe_strategy(strategy: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"strategy": strategy_name(strategy)}
+    try:
+        out["num_replicas"] = int(strategy.num_replicas_in_sync)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        out["local_replicas"] = len(strategy.extended.worker_devices)
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def describe_worker() -> dict[str, Any]:
+    """This process's role in its ``tf.distribute`` job and the strategy it uses (plain data)."""
+    out: dict[str, Any] = {
+        "id": "local",
+        "task_type": None,
+        "task_index": None,
+        "cluster": {},
+        "cluster_size": 1,
+        "is_chief": True,
+        "role_source": None,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "strategy": None,
+        "num_replicas": None,
+        "local_replicas": None,
+        "global_batch_size": None,
+        "per_replica_batch_size": None,
+        "batch_source": None,
+    }
+    role = _role_from_tf_config(dict(os.environ))
+    strategy = _current_strategy()
+    if strategy is not None:
+        out.update(_describe_strategy(strategy))
+        if not role.get("task_type"):
+            resolved = _role_from_resolver(strategy)
+            if resolved.get("task_type"):
+                role = {**role, **resolved}
+    out.update(role)
+    cluster = out.get("cluster") or {}
+    out["cluster_size"] = max(1, sum(cluster.values())) if cluster else 1
+    if out["task_type"] is not None:
+        idx = out["task_index"] if out["task_index"] is not None else 0
+        out["id"] = f"{out['task_type']}:{idx}"
+    out["is_chief"] = _is_chief(out["task_type"], out["task_index"], cluster)
+    with _state_lock:
+        g, p, src = _state["global_batch_size"], _state["per_replica_batch_size"], _state["batch_source"]
+    n = out.get("num_replicas")
+    if g is None and p is not None and n:
+        g = p * n
+    if p is None and g is not None and n and g % n == 0:
+        p = g // n
+    out["global_batch_size"], out["per_replica_batch_size"], out["batch_source"] = g, p, src
+    return out
+
+
+# -- batch sizes ----------------------------------------------------------------------------
+def _leading_dim(spec_or_value: Any) -> int | None:
+    """Static leading dimension of the first component of a (nested) spec or value."""
+    try:
+        import tensorflow as tf
+
+        flat = tf.nest.flatten(spec_or_value)
+    except Exception:  # noqa: BLE001
+        return None
+    for item in flat:
+        values = getattr(item, "values", None)  # PerReplica -> its first replica's value
+        if isinstance(values, (tuple, list)) and values:
+            item = values[0]
+        specs = getattr(item, "_value_specs", None)  # PerReplicaSpec -> first spec
+        if isinstance(specs, (tuple, list)) and specs:
+            item = specs[0]
+        shape = getattr(item, "shape", None)
+        if shape is None:
+            continue
+        try:
+            dims = shape.as_list() if hasattr(shape, "as_list") else list(shape)
+        except (ValueError, TypeError):
+            return None  # unknown rank
+        if dims and dims[0] is not None:
+            return int(dims[0])
+        return None
+    return None
+
+
+def _note_batch(global_batch: int | None = None, per_replica: int | None = None, source: str = "") -> None:
+    with _state_lock:
+        if global_batch is not None:
+            _state["global_batch_size"] = global_batch
+            _state["batch_source"] = source
+        if per_replica is not None:
+            _state["per_replica_batch_size"] = per_replica
+            if global_batch is None:
+                prev = _state["batch_source"]
+                _state["batch_source"] = f"{prev}, {source}" if prev and prev != source else source
+
+
+def reset_observations() -> None:
+    """Forget the strategy and batch sizes seen so far (a new watch session starts clean)."""
+    with _state_lock:
+        _state.update(strategy=None, global_batch_size=None, per_replica_batch_size=None, batch_source=None)
+
+
+# -- the hook -------------------------------------------------------------------------------
+class DistributeHook(Hook):
+    """Observes strategy creation, distributed datasets and eager ``next()`` on their iterators."""
+
+    kind = "distribute"
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self._local = threading.local()
+        self._last_start = 0.0
+        self._pending_wait = 0.0
+        self._calls = 0
+        self._waits: list[float] = []
+        self._intervals: list[float] = []
+        self._stride = 1
+        self._sum_wait = 0.0
+        self._sum_interval = 0.0
+        self._first_result_seen = False
+
+    def check(self) -> str | None:
+        from tensorflow.python.distribute import distribute_lib, input_lib
+
+        return missing_names([
+            (distribute_lib, "StrategyBase"),
+            (distribute_lib.StrategyBase, "experimental_distribute_dataset"),
+            (distribute_lib.StrategyBase, "distribute_datasets_from_function"),
+            (input_lib, "DistributedIteratorBase"),
+            (input_lib.DistributedIteratorBase, "get_next"),
+        ])
+
+    def _install(self) -> None:
+        from tensorflow.python.distribute import distribute_lib, input_lib
+        from tensorflow.python.eager import context
+
+        hook = self
+        base = distribute_lib.StrategyBase
+        reset_observations()
+
+        def wrap_init(original):
+            def __init__(self, *args, **kwargs):
+                original(self, *args, **kwargs)
+                if hook.active:
+                    try:
+                        if not _is_default(self):
+                            _state["strategy"] = weakref.ref(self)
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "strategy creation")
+
+            return __init__
+
+        def wrap_distribute_dataset(original):
+            def experimental_distribute_dataset(self, dataset, *args, **kwargs):
+                result = original(self, dataset, *args, **kwargs)
+                if hook.active:
+                    try:
+                        _state["strategy"] = weakref.ref(self)
+                        g = _leading_dim(getattr(dataset, "element_spec", None))
+                        if g is not None:
+                            _note_batch(global_batch=g, source="experimental_distribute_dataset")
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "experimental_distribute_dataset")
+                return result
+
+            return experimental_distribute_dataset
+
+        def wrap_from_function(original):
+            def distribute_datasets_from_function(self, dataset_fn, *args, **kwargs):
+                result = original(self, dataset_fn, *args, **kwargs)
+                if hook.active:
+                    try:
+                        _state["strategy"] = weakref.ref(self)
+                        p = _leading_dim(getattr(result, "element_spec", None))
+                        if p is not None:
+                            _note_batch(per_replica=p, source="distribute_datasets_from_function")
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "distribute_datasets_from_function")
+                return result
+
+            return distribute_datasets_from_function
+
+        def wrap_get_next(original):
+            def get_next(self, *args, **kwargs):
+                if not hook.active or getattr(hook._local, "inside", False) or not context.executing_eagerly():
+                    return original(self, *args, **kwargs)
+                hook._local.inside = True
+                t0 = time.perf_counter()
+                try:
+                    result = original(self, *args, **kwargs)
+                finally:
+                    hook._local.inside = False
+                t1 = time.perf_counter()
+                try:
+                    hook._record(t0, t1, result)
+                except Exception as exc:  # noqa: BLE001
+                    hook.fail(exc, "distributed iterator")
+                return result
+
+            return get_next
+
+        self.patch(base, "__init__", wrap_init)
+        self.patch(base, "experimental_distribute_dataset", wrap_distribute_dataset)
+        self.patch(base, "distribute_datasets_from_function", wrap_from_function)
+        self.patch(input_lib.DistributedIteratorBase, "get_next", wrap_get_next)
+
+    def _record(self, t0: float, t1: float, result: Any) -> None:
+        # A call at ``t0`` closes the step that began with the previous call: its length is
+        # ``t0 - previous start`` and its input wait the previous call's duration. The first
+        # step (tracing, warm-up) is not counted.
+        with self._lock:
+            self._calls += 1
+            if self._calls >= 3:
+                closed = self._calls - 3
+                interval = t0 - self._last_start
+                self._sum_interval += interval
+                self._sum_wait += self._pending_wait
+                if closed % self._stride == 0:
+                    self._intervals.append(interval)
+                    self._waits.append(self._pending_wait)
+                    if len(self._intervals) >= _MAX_SAMPLES:
+                        self._intervals = self._intervals[::2]
+                        self._waits = self._waits[::2]
+                        self._stride *= 2
+            self._last_start = t0
+            self._pending_wait = t1 - t0
+        if not self._first_result_seen:
+            self._first_result_seen = True
+            p = _leading_dim(result)
+            if p is not None and _state.get("per_replica_batch_size") is None:
+                _note_batch(per_replica=p, source="first distributed batch")
+
+    def timing(self) -> dict[str, Any]:
+        """Per-step timing of the loop over distributed iterators (empty if none was seen).
+        The first step (tracing, warm-up) is excluded."""
+        with self._lock:
+            intervals, waits = list(self._intervals), list(self._waits)
+            total_i, total_w = self._sum_interval, self._sum_wait
+        if not intervals:
+            return {}
+        return {
+            "steps_observed": len(intervals),
+            "step_time_s": summarize(intervals),
+            "input_wait_s": summarize(waits),
+            "input_wait_share": round(total_w / total_i, 4) if total_i > 0 else None,
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """``describe_worker()`` plus this hook's timing: the value of ``metrics["worker"]``."""
+        out = describe_worker()
+        out.update(self.timing())
+        return out
+
+
+def summarize(values: list[float]) -> dict[str, Any]:
+    """``{"median", "p90", "n"}`` of a sample (nearest-rank percentiles)."""
+    if not values:
+        return {"median": None, "p90": None, "n": 0}
+    s = sorted(values)
+    return {"median": round(_percentile(s, 50), 6), "p90": round(_percentile(s, 90), 6), "n": len(s)}
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    n = len(sorted_values)
+    if n == 1:
+        return sorted_values[0]
+    pos = (n - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def tag_report(report: Any, hook: DistributeHook | None = None) -> Any:
+    """Set ``report.metrics["worker"]`` (the worker's role, strategy and loop timing)."""
+    report.metrics["worker"] = hook.metrics() if hook is not None else describe_worker()
+    return report
