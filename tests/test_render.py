@@ -112,6 +112,19 @@ def test_concise_summary_counts_and_fix_hint(project):
     assert "--fix" not in hinted and len(hinted.splitlines()) == 4
 
 
+def test_summary_with_only_unsafe_fixes_and_with_unsafe_fixes_enabled(project):
+    unsafe = Fix("Replace `print` with `tf.print`", PRINT_FIX.edits, applicability="unsafe")
+    findings = [_finding(fix=unsafe), _finding(line=8, fix=unsafe)]
+    out = get_renderer("full").render(findings, _ctx(project))
+    assert out.splitlines()[0].startswith("pkg/train.py:7:5: TFL101 `print()`")  # no [*]
+    assert out.splitlines()[-1] == (
+        "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."
+    )
+    enabled = get_renderer("full").render(findings, _ctx(project, unsafe_fixes=True))
+    assert enabled.splitlines()[0].startswith("pkg/train.py:7:5: TFL101 [*] `print()`")
+    assert enabled.splitlines()[-1] == "[*] 2 fixable with the `--fix` option."
+
+
 def test_concise_outside_root_keeps_the_given_path(tmp_path):
     root = tmp_path / "a"
     root.mkdir()

@@ -71,7 +71,8 @@ class RenderContext:
     ``color``: emit ANSI colours (``full`` only). ``fixable_hint``: mark fixable findings
     ``[*]`` and say how many ``--fix`` would fix. ``summary``: end the human formats with a
     ``Found N issues`` line. ``cell_lines(path, cell)``: for notebook findings, the lines of
-    that code cell (snippets are skipped when it is not given).
+    that code cell (snippets are skipped when it is not given). ``unsafe_fixes``: the run
+    was given ``--unsafe-fixes``, so unsafe fixes count as fixable in hints.
     """
 
     root: str
@@ -80,6 +81,7 @@ class RenderContext:
     fixable_hint: bool = True
     summary: bool = True
     cell_lines: Callable[[str, int], list[str] | None] | None = None
+    unsafe_fixes: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # --- paths -------------------------------------------------------------------------
@@ -188,7 +190,14 @@ def count_phrase(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def summary_lines(findings: Sequence[Finding], fixable_hint: bool) -> list[str]:
+def is_fixable(finding: Finding, unsafe_fixes: bool = False) -> bool:
+    fix = finding.fix
+    return fix is not None and (fix.applicability == "safe" or unsafe_fixes)
+
+
+def summary_lines(
+    findings: Sequence[Finding], fixable_hint: bool, unsafe_fixes: bool = False
+) -> list[str]:
     """``Found N issues ...`` and, with ``fixable_hint``, how many ``--fix`` would fix."""
     if not findings:
         return []
@@ -201,15 +210,13 @@ def summary_lines(findings: Sequence[Finding], fixable_hint: bool) -> list[str]:
         parts.append(count_phrase(warnings, "warning"))
     out = [f"Found {count_phrase(len(findings), 'issue')} ({', '.join(parts)})."]
     if fixable_hint:
-        safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
-        unsafe = sum(1 for f in findings if f.fix is not None and f.fix.applicability != "safe")
-        if safe or unsafe:
-            line = f"[*] {safe} fixable with the `--fix` option."
-            if unsafe:
-                hidden = "1 hidden fix" if unsafe == 1 else f"{unsafe} hidden fixes"
-                line = (
-                    f"[*] {safe} fixable with the `--fix` option "
-                    f"({hidden} can be enabled with the `--unsafe-fixes` option)."
-                )
-            out.append(line)
+        safe = sum(1 for f in findings if is_fixable(f, unsafe_fixes))
+        unsafe = sum(1 for f in findings if f.fix is not None and not is_fixable(f, unsafe_fixes))
+        hidden = "1 hidden fix" if unsafe == 1 else f"{unsafe} hidden fixes"
+        hidden_note = f"{hidden} can be enabled with the `--unsafe-fixes` option"
+        if safe:
+            line = f"[*] {safe} fixable with the `--fix` option"
+            out.append(f"{line} ({hidden_note})." if unsafe else f"{line}.")
+        elif unsafe:
+            out.append(f"No fixes available ({hidden_note}).")
     return out

@@ -27,5 +27,5 @@ class ConciseRenderer:
     def render(self, findings: Sequence[Finding], ctx: RenderContext) -> str:
         out = [concise_line(f, ctx) for f in sorted_findings(findings)]
         if ctx.summary:
-            out.extend(summary_lines(findings, ctx.fixable_hint))
+            out.extend(summary_lines(findings, ctx.fixable_hint, ctx.unsafe_fixes))
         return "\n".join(out)

@@ -23,6 +23,7 @@ from tflint.render import (
     RenderContext,
     char_width,
     display_width,
+    is_fixable,
     severity_str,
     sorted_findings,
     summary_lines,
@@ -70,7 +71,7 @@ def header(f: Finding, ctx: RenderContext, style: _Style) -> str:
     where += f"{f.line}:{f.col + 1}:"
     sev_color = RED if severity_str(f) == "error" else YELLOW
     parts = [style(where, BOLD), style(f.code, BOLD, sev_color)]
-    if ctx.fixable_hint and f.fix is not None and f.fix.applicability == "safe":
+    if ctx.fixable_hint and is_fixable(f, ctx.unsafe_fixes):
         parts.append(style("[*]", CYAN))
     parts.append(f.message)
     return " ".join(parts)
@@ -149,7 +150,7 @@ class FullRenderer:
                 block.append(f"  = {style('help', BOLD, CYAN)}: {f.fix.message}")
             blocks.append("\n".join(block))
         if ctx.summary:
-            tail = summary_lines(findings, ctx.fixable_hint)
+            tail = summary_lines(findings, ctx.fixable_hint, ctx.unsafe_fixes)
             if tail:
                 blocks.append(
                     "\n".join(style(t, BOLD) if i == 0 else t for i, t in enumerate(tail))
