@@ -1,9 +1,454 @@
-"""`tflint check` (placeholder: replaced by its implementation)."""
+"""`tflint check`: run the static rules over files, directories, or stdin.
+
+Exit status: 0 no findings, 1 findings (after fixing, when fixing), 2 usage, configuration or
+internal error. Everything heavy is imported inside the command: ``tflint check`` on one
+small file must start about as fast as the CLI framework itself.
+"""
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
+
+OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
+
+
+class UsageError(Exception):
+    """A problem with the command line or the configuration: one line, exit 2."""
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command("check")
+    def check(
+        paths: Optional[List[str]] = typer.Argument(
+            None, help="Files or directories to check (default: .); '-' reads stdin."
+        ),
+        select: Optional[List[str]] = typer.Option(
+            None, "--select", help="Rule codes or prefixes to enable (comma-separated, repeatable); replaces the configured set."
+        ),
+        ignore: Optional[List[str]] = typer.Option(
+            None, "--ignore", help="Rule codes or prefixes to disable (comma-separated, repeatable)."
+        ),
+        extend_select: Optional[List[str]] = typer.Option(
+            None, "--extend-select", help="Rule codes or prefixes to enable on top of the configured set."
+        ),
+        exclude: Optional[List[str]] = typer.Option(
+            None, "--exclude", help="Patterns to exclude (replaces the default and configured excludes)."
+        ),
+        extend_exclude: Optional[List[str]] = typer.Option(
+            None, "--extend-exclude", help="Patterns to exclude in addition to the default and configured ones."
+        ),
+        output_format: str = typer.Option(
+            "full", "--output-format", help="full, concise, json, sarif or github."
+        ),
+        statistics: bool = typer.Option(False, "--statistics", help="Show the number of findings per rule instead of the findings."),
+        exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit with status 0 even when there are findings."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings and nothing else."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
+        show_files: bool = typer.Option(False, "--show-files", help="List the files that would be checked, and exit."),
+        fix: bool = typer.Option(False, "--fix", help="Apply safe fixes."),
+        diff: bool = typer.Option(False, "--diff", help="Print the fixes as a unified diff instead of applying them."),
+        unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
+        stdin_filename: Optional[str] = typer.Option(
+            None, "--stdin-filename", help="The name of the file read from stdin (for messages and configuration)."
+        ),
+    ) -> None:
+        """Check Python files and notebooks for TensorFlow training pitfalls."""
+        import sys
+
+        options = CheckOptions(
+            paths=list(paths or ["."]),
+            select=tuple(select) if select else None,
+            ignore=tuple(ignore or ()),
+            extend_select=tuple(extend_select or ()),
+            exclude=tuple(exclude) if exclude else None,
+            extend_exclude=tuple(extend_exclude or ()),
+            output_format=output_format,
+            statistics=statistics,
+            exit_zero=exit_zero,
+            quiet=quiet,
+            no_cache=no_cache,
+            show_files=show_files,
+            fix=fix,
+            diff=diff,
+            unsafe_fixes=unsafe_fixes,
+            stdin_filename=stdin_filename,
+        )
+        try:
+            code = run_check(options)
+        except UsageError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            code = 2
+        raise typer.Exit(code)
+
+
+class CheckOptions:
+    def __init__(self, **kw) -> None:
+        self.paths: list[str] = kw.pop("paths", ["."])
+        self.select: tuple[str, ...] | None = kw.pop("select", None)
+        self.ignore: tuple[str, ...] = kw.pop("ignore", ())
+        self.extend_select: tuple[str, ...] = kw.pop("extend_select", ())
+        self.exclude: tuple[str, ...] | None = kw.pop("exclude", None)
+        self.extend_exclude: tuple[str, ...] = kw.pop("extend_exclude", ())
+        self.output_format: str = kw.pop("output_format", "full")
+        self.statistics: bool = kw.pop("statistics", False)
+        self.exit_zero: bool = kw.pop("exit_zero", False)
+        self.quiet: bool = kw.pop("quiet", False)
+        self.no_cache: bool = kw.pop("no_cache", False)
+        self.show_files: bool = kw.pop("show_files", False)
+        self.fix: bool = kw.pop("fix", False)
+        self.diff: bool = kw.pop("diff", False)
+        self.unsafe_fixes: bool = kw.pop("unsafe_fixes", False)
+        self.stdin_filename: str | None = kw.pop("stdin_filename", None)
+        if kw:  # pragma: no cover - programming error
+            raise TypeError(f"unknown options: {sorted(kw)}")
+
+
+def _display_path(abspath: str, cwd: str) -> str:
+    import os
+
+    rel = os.path.relpath(abspath, cwd)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return abspath.replace(os.sep, "/")
+    return rel.replace(os.sep, "/")
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as the parser counts them (``\\r\\n``, ``\\r`` and ``\\n`` end a line)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _validate_codes(flag: str, values: tuple[str, ...] | None) -> None:
+    from tflint.rules import is_valid_selector
+
+    for v in values or ():
+        for code in v.split(","):
+            code = code.strip()
+            if code and not is_valid_selector(code):
+                raise UsageError(
+                    f"{flag}: unknown rule code or prefix {code!r} (see `tflint rules` for the codes)"
+                )
+
+
+def run_check(opts: CheckOptions) -> int:
+    import os
+    import sys
+
+    from tflint.config import ConfigError, ConfigFinder, Overrides, make_settings
+
+    fmt = (opts.output_format or "").strip().lower()
+    if fmt not in OUTPUT_FORMATS:
+        raise UsageError(
+            f"--output-format: unknown format {opts.output_format!r} (expected one of: {', '.join(OUTPUT_FORMATS)})"
+        )
+    _validate_codes("--select", opts.select)
+    _validate_codes("--ignore", opts.ignore)
+    _validate_codes("--extend-select", opts.extend_select)
+    if opts.unsafe_fixes and not (opts.fix or opts.diff):
+        opts.fix = False  # --unsafe-fixes only widens --fix / --diff
+    stdin_mode = "-" in opts.paths
+    if stdin_mode and len(opts.paths) > 1:
+        raise UsageError("'-' (stdin) cannot be combined with other paths")
+    if opts.stdin_filename and not stdin_mode:
+        raise UsageError("--stdin-filename is only meaningful with '-' (stdin) as the path")
+
+    cwd = os.getcwd()
+    overrides = Overrides(
+        select=opts.select,
+        ignore=opts.ignore,
+        extend_select=opts.extend_select,
+        exclude=opts.exclude,
+        extend_exclude=opts.extend_exclude,
+    )
+    finder = ConfigFinder(cwd)
+    settings_memo: dict[int, object] = {}
+
+    def settings_for_dir(directory: str):
+        config = finder.for_dir(directory)
+        key = id(config)
+        s = settings_memo.get(key)
+        if s is None:
+            s = settings_memo[key] = (make_settings(config, overrides, cwd), config)
+        return s[0]
+
+    try:
+        if stdin_mode:
+            return _check_stdin(opts, fmt, cwd, settings_for_dir)
+        files = _collect(opts.paths, cwd, settings_for_dir)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+    if opts.show_files:
+        for f in sorted(_display_path(p, cwd) for p in files):
+            sys.stdout.write(f + "\n")
+        return 0
+
+    from tflint.engine import PARSE_ERROR_CODE, FileResult, lint_many, parse_error, sort_findings
+
+    cache = None
+    if not opts.no_cache:
+        from tflint.cache import Cache
+
+        cache = Cache(_cache_dir(finder, cwd))
+    results: dict[str, FileResult] = {}
+    raws: dict[str, bytes] = {}
+    tasks = []
+    keys: dict[str, str] = {}
+    try:
+        for abspath in files:
+            disp = _display_path(abspath, cwd)
+            enabled = settings_for_dir(os.path.dirname(abspath)).enabled_for(abspath)
+            try:
+                with open(abspath, "rb") as fh:
+                    raw = fh.read()
+            except OSError as exc:
+                res = FileResult(disp, cacheable=False)
+                if PARSE_ERROR_CODE in enabled:
+                    res.findings.append(parse_error(disp, f"cannot read file: {exc.strerror or exc}"))
+                results[disp] = res
+                continue
+            raws[disp] = raw
+            if cache is not None:
+                from tflint.cache import file_key
+
+                key = keys[disp] = file_key(disp, raw, enabled)
+                hit = cache.get(key, disp)
+                if hit is not None:
+                    results[disp] = FileResult(disp, hit)
+                    continue
+            tasks.append((disp, raw, enabled))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+    for res in lint_many(tasks):
+        results[res.path] = res
+        if cache is not None and res.cacheable:
+            cache.put(keys[res.path], res.findings)
+    if cache is not None:
+        cache.save()
+
+    errors: list[str] = []
+    for res in results.values():
+        errors.extend(res.errors)
+
+    fixed_total = 0
+    if opts.fix or opts.diff:
+        from tflint.fix import fix_file
+
+        fixable = [
+            disp
+            for disp, res in results.items()
+            if any(f.fix is not None and (f.fix.applicability == "safe" or opts.unsafe_fixes) for f in res.findings)
+        ]
+        diffs: list[str] = []
+        for disp in sorted(fixable):
+            enabled = settings_for_dir(os.path.dirname(os.path.abspath(disp))).enabled_for(os.path.abspath(disp))
+            outcome = fix_file(disp, raws[disp], enabled, unsafe=opts.unsafe_fixes)
+            errors.extend(outcome.errors)
+            if outcome.problem:
+                sys.stderr.write(f"warning: {disp}: {outcome.problem}; file left unchanged\n")
+                continue
+            if outcome.new_raw is None:
+                continue
+            if opts.diff:
+                diffs.append(outcome.diff())
+                fixed_total += outcome.fixed
+                continue
+            try:
+                outcome.write(os.path.abspath(disp))
+            except OSError as exc:
+                sys.stderr.write(f"error: {disp}: cannot write fixes: {exc.strerror or exc}\n")
+                errors.append(f"cannot write {disp}")
+                continue
+            fixed_total += outcome.fixed
+            results[disp] = FileResult(disp, outcome.findings)
+        if opts.diff:
+            if diffs:
+                sys.stdout.write("".join(diffs))
+            if not opts.quiet:
+                sys.stderr.write(f"Would fix {fixed_total} issue{'s' if fixed_total != 1 else ''}.\n")
+            for e in errors:
+                sys.stderr.write(f"error: internal error: {e}\n")
+            if errors:
+                return 2
+            return 1 if fixed_total and not opts.exit_zero else 0
+
+    findings = sort_findings(f for res in results.values() for f in res.findings)
+    _emit(findings, opts, fmt, cwd, raws)
+    if fixed_total and not opts.quiet:
+        sys.stderr.write(f"Fixed {fixed_total} issue{'s' if fixed_total != 1 else ''}.\n")
+    for e in errors:
+        sys.stderr.write(f"error: internal error: {e}\n")
+    if errors:
+        return 2
+    if findings and not opts.exit_zero:
+        return 1
+    return 0
+
+
+def _cache_dir(finder, cwd: str) -> str:
+    import os
+
+    from tflint.cache import CACHE_DIR_NAME
+
+    env = os.environ.get("TFLINT_CACHE_DIR")
+    if env:
+        return os.path.abspath(env)
+    config = finder.for_dir(cwd)
+    if config.cache_dir:
+        return config.cache_dir
+    root = config.root if config.path else cwd
+    return os.path.join(root, CACHE_DIR_NAME)
+
+
+def _collect(paths: list[str], cwd: str, settings_for_dir) -> list[str]:
+    import os
+
+    from tflint.discover import walk
+
+    def excluded(parent: str, path: str) -> bool:
+        return settings_for_dir(parent).is_excluded(path)
+
+    seen: set[str] = set()
+    out: list[str] = []
+    for p in paths:
+        ap = os.path.abspath(os.path.join(cwd, os.path.expanduser(p)))
+        if os.path.isdir(ap):
+            found = walk(ap, excluded)
+        elif os.path.exists(ap):
+            found = [ap]  # given explicitly: checked whatever its name
+        else:
+            raise UsageError(f"{p}: no such file or directory")
+        for f in found:
+            key = os.path.normcase(os.path.realpath(f))
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def _source_lines_factory(raws: dict[str, bytes]):
+    cache: dict[str, object] = {}
+
+    def source_lines(path: str):
+        if path not in cache:
+            raw = raws.get(path)
+            lines = None
+            if raw is not None:
+                from tflint.source import SourceError, decode_python
+
+                try:
+                    lines = _lines(decode_python(raw).text)
+                except SourceError:
+                    lines = _lines(raw.decode("latin-1"))
+            cache[path] = lines
+        return cache[path]
+
+    def cell_lines(path: str, cell: int):
+        key = f"{path}\0{cell}"
+        if key not in cache:
+            lines = None
+            raw = raws.get(path)
+            if raw is not None:
+                from tflint.source import SourceError, decode_notebook
+
+                try:
+                    doc = decode_notebook(raw).document or {}
+                    code_cells = [c for c in doc.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
+                    if 1 <= cell <= len(code_cells):
+                        src = code_cells[cell - 1].get("source", "")
+                        src = "".join(src) if isinstance(src, list) else str(src)
+                        lines = _lines(src)
+                except SourceError:
+                    lines = None
+            cache[key] = lines
+        return cache[key]
+
+    return source_lines, cell_lines
+
+
+def _emit(findings, opts: CheckOptions, fmt: str, cwd: str, raws: dict[str, bytes], stream=None) -> None:
+    import os
+    import sys
+
+    out = stream or sys.stdout
+    import tflint.render as render
+
+    if opts.statistics:
+        text = render.statistics(findings, "json" if fmt == "json" else "text")
+    else:
+        renderer = render.get_renderer(fmt)
+        color = (
+            fmt == "full"
+            and not os.environ.get("NO_COLOR")
+            and (bool(os.environ.get("FORCE_COLOR")) or (hasattr(out, "isatty") and out.isatty()))
+        )
+        source_lines, cell_lines = _source_lines_factory(raws)
+        ctx = render.RenderContext(
+            root=cwd,
+            source_lines=source_lines,
+            color=bool(color),
+            fixable_hint=not opts.fix,
+            summary=not opts.quiet,
+            cell_lines=cell_lines,
+        )
+        text = renderer.render(findings, ctx)
+    if text:
+        out.write(text if text.endswith("\n") else text + "\n")
+    elif fmt == "full" and not opts.quiet and not findings and not opts.statistics:
+        out.write("All checks passed!\n")
+
+
+def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> int:
+    import os
+    import sys
+
+    from tflint.engine import lint_bytes, sort_findings
+
+    raw = sys.stdin.buffer.read()
+    name = opts.stdin_filename or "-"
+    if opts.stdin_filename:
+        abspath = os.path.abspath(os.path.join(cwd, opts.stdin_filename))
+        disp = _display_path(abspath, cwd)
+    else:
+        abspath = os.path.join(cwd, "-")
+        disp = name
+    enabled = settings_for_dir(os.path.dirname(abspath)).enabled_for(abspath)
+    res = lint_bytes(disp, raw, enabled)
+    findings = res.findings
+    errors = list(res.errors)
+    raws = {disp: raw}
+    if opts.fix or opts.diff:
+        from tflint.fix import fix_file
+
+        outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes)
+        errors.extend(outcome.errors)
+        if outcome.problem:
+            sys.stderr.write(f"warning: {disp}: {outcome.problem}; input left unchanged\n")
+        if opts.diff:
+            if outcome.new_raw is not None and not outcome.problem:
+                sys.stdout.write(outcome.diff())
+                for e in errors:
+                    sys.stderr.write(f"error: internal error: {e}\n")
+                return 2 if errors else (0 if opts.exit_zero else 1)
+            for e in errors:
+                sys.stderr.write(f"error: internal error: {e}\n")
+            return 2 if errors else 0
+        # With --fix, the (fixed) source goes to stdout and the findings to stderr.
+        fixed = outcome.new_raw if (outcome.new_raw is not None and not outcome.problem) else raw
+        sys.stdout.buffer.write(fixed)
+        sys.stdout.flush()
+        if outcome.new_raw is not None and not outcome.problem:
+            findings = outcome.findings
+            raws = {disp: fixed}
+        findings = sort_findings(findings)
+        _emit(findings, opts, fmt, cwd, raws, stream=sys.stderr)
+    else:
+        findings = sort_findings(findings)
+        _emit(findings, opts, fmt, cwd, raws)
+    for e in errors:
+        sys.stderr.write(f"error: internal error: {e}\n")
+    if errors:
+        return 2
+    return 1 if findings and not opts.exit_zero else 0

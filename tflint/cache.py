@@ -1,0 +1,176 @@
+"""A content-addressed cache of each file's findings.
+
+An entry is keyed by a hash of the file's path and bytes and of the rule codes enabled for it;
+the cache file itself is specific to the tflint version and to the exact code of tflint
+(a fingerprint of its source files), so upgrading or editing tflint starts afresh. The cache
+is never trusted: a file that cannot be read, does not parse, belongs to another version or
+holds a malformed entry is ignored (entry by entry) and rebuilt. Writes are atomic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from tflint import __version__
+from tflint.atomic import write_atomic
+from tflint.finding import Edit, Finding, Fix, Severity
+
+CACHE_DIR_NAME = ".tflint_cache"
+FORMAT = 1
+MAX_ENTRIES = 50_000
+
+
+def code_fingerprint() -> str:
+    """A hash of tflint's own source files (name, size, modification time)."""
+    import tflint
+
+    root = os.path.dirname(os.path.abspath(tflint.__file__))
+    h = hashlib.blake2b(digest_size=12)
+    h.update(__version__.encode())
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    stack.append(e.path)
+            elif e.name.endswith(".py"):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                h.update(f"{os.path.relpath(e.path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def file_key(path: str, raw: bytes, enabled: frozenset[str]) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    h.update(path.encode("utf-8", "surrogateescape"))
+    h.update(b"\0")
+    h.update(",".join(sorted(enabled)).encode())
+    h.update(b"\0")
+    h.update(raw)
+    return h.hexdigest()
+
+
+def _encode(f: Finding) -> list:
+    fix = None
+    if f.fix is not None:
+        fix = [
+            f.fix.message,
+            f.fix.applicability,
+            [[e.line, e.col, e.end_line, e.end_col, e.content] for e in f.fix.edits],
+        ]
+    return [f.code, f.message, f.line, f.col, f.end_line, f.end_col, f.severity.value, f.cell, f.url, fix]
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _decode(path: str, item: object) -> Finding:
+    """Rebuild a finding; raise ``ValueError`` on anything malformed."""
+    if not isinstance(item, list) or len(item) != 10:
+        raise ValueError("malformed entry")
+    code, message, line, col, end_line, end_col, severity, cell, url, fix = item
+    if not (isinstance(code, str) and isinstance(message, str)):
+        raise ValueError("malformed entry")
+    if not all(_is_int(v) for v in (line, col, end_line, end_col)):
+        raise ValueError("malformed entry")
+    if cell is not None and not _is_int(cell):
+        raise ValueError("malformed entry")
+    if url is not None and not isinstance(url, str):
+        raise ValueError("malformed entry")
+    fix_obj = None
+    if fix is not None:
+        if not (isinstance(fix, list) and len(fix) == 3 and isinstance(fix[0], str) and isinstance(fix[1], str)):
+            raise ValueError("malformed fix")
+        edits = []
+        if not isinstance(fix[2], list):
+            raise ValueError("malformed fix")
+        for e in fix[2]:
+            if not (isinstance(e, list) and len(e) == 5 and all(_is_int(v) for v in e[:4]) and isinstance(e[4], str)):
+                raise ValueError("malformed edit")
+            edits.append(Edit(*e))
+        fix_obj = Fix(fix[0], tuple(edits), fix[1])
+    return Finding(
+        code=code,
+        message=message,
+        path=path,
+        line=line,
+        col=col,
+        end_line=end_line,
+        end_col=end_col,
+        severity=Severity(severity),
+        fix=fix_obj,
+        cell=cell,
+        url=url,
+    )
+
+
+class Cache:
+    """Findings by file key, stored in ``<directory>/<version>/<fingerprint>.json``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.file = os.path.join(directory, __version__, code_fingerprint() + ".json")
+        self._entries: dict[str, list] = {}
+        self._used: set[str] = set()
+        self._dirty = False
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.file, "rb") as fh:
+                doc = json.loads(fh.read())
+        except (OSError, ValueError, RecursionError):
+            return
+        if (
+            isinstance(doc, dict)
+            and doc.get("format") == FORMAT
+            and doc.get("version") == __version__
+            and isinstance(doc.get("entries"), dict)
+        ):
+            self._entries = doc["entries"]
+
+    def get(self, key: str, path: str) -> list[Finding] | None:
+        item = self._entries.get(key)
+        if not isinstance(item, list):
+            return None
+        try:
+            findings = [_decode(path, f) for f in item]
+        except (ValueError, TypeError):
+            del self._entries[key]
+            self._dirty = True
+            return None
+        self._used.add(key)
+        return findings
+
+    def put(self, key: str, findings: list[Finding]) -> None:
+        self._entries[key] = [_encode(f) for f in findings]
+        self._used.add(key)
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache if it changed; problems writing it are not fatal."""
+        if not self._dirty:
+            return
+        entries = self._entries
+        if len(entries) > MAX_ENTRIES:
+            entries = {k: v for k, v in entries.items() if k in self._used}
+        doc = {"format": FORMAT, "version": __version__, "entries": entries}
+        try:
+            os.makedirs(os.path.dirname(self.file), exist_ok=True)
+            ignore = os.path.join(self.directory, ".gitignore")
+            if not os.path.exists(ignore):
+                write_atomic(ignore, "# Created by tflint: the cache is not for version control.\n*\n")
+            write_atomic(self.file, json.dumps(doc, separators=(",", ":")))
+            self._dirty = False
+        except OSError:
+            pass

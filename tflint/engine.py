@@ -1,0 +1,272 @@
+"""The check pipeline for one file, and for many.
+
+Per file: bytes → text (:mod:`tflint.source`) → ``ast`` (:mod:`tflint.parse`) → one shared
+:class:`tflint.analysis.Analysis` → every enabled rule → suppression comments → findings.
+A file that cannot be read, decoded or parsed yields one ``TFL000`` finding. A file whose text
+never mentions TensorFlow or Keras is parsed (so that ``TFL000`` is reported) but not analyzed.
+A rule that raises is reported as an internal error naming the rule and the file; the other
+rules' findings for that file are kept.
+
+Many files are checked in a process pool; the result order is ``Finding.sort_key()`` whatever
+the parallelism.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tflint.finding import Finding, Severity
+from tflint.parse import ParseError, parse
+from tflint.source import NotebookMap, SourceError, decode
+
+PARSE_ERROR_CODE = "TFL000"
+PARSE_ERROR_URL = "https://github.com/tflint/tflint/blob/main/docs/rules.md#tfl000-unparsable-file"
+
+# A module that imports TensorFlow or Keras under any spelling (``tensorflow``, ``tf_keras``,
+# ``keras``, ``from tensorflow import keras as K``) contains one of these substrings; so does
+# code that uses a conventional ``tf.`` name handed in from elsewhere.
+_TF_MARKERS = ("tensorflow", "keras", "tf.")
+
+# Below this many files to check, the pool costs more than it saves.
+PARALLEL_MIN_FILES = 24
+
+
+def may_use_tensorflow(text: str) -> bool:
+    return any(m in text for m in _TF_MARKERS)
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # internal errors (rule crashes)
+    cacheable: bool = True
+
+
+def parse_error(path: str, reason: str, line: int = 1, col: int = 0, cell: int | None = None) -> Finding:
+    return Finding(
+        code=PARSE_ERROR_CODE,
+        message=reason,
+        path=path,
+        line=max(line, 1),
+        col=max(col, 0),
+        end_line=max(line, 1),
+        end_col=max(col, 0),
+        severity=Severity.ERROR,
+        cell=cell,
+        url=PARSE_ERROR_URL,
+    )
+
+
+_rule_instances: dict[str, object] = {}
+
+
+def _rules_for(enabled: frozenset[str]) -> list:
+    from tflint.rules import all_rules
+
+    out = []
+    for cls in all_rules():
+        if cls.code in enabled and cls.code != PARSE_ERROR_CODE:
+            inst = _rule_instances.get(cls.code)
+            if inst is None:
+                inst = _rule_instances[cls.code] = cls()
+            out.append(inst)
+    return out
+
+
+def _describe_exception(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    where = ""
+    while tb is not None:
+        frame = tb.tb_frame
+        where = f" (at {os.path.basename(frame.f_code.co_filename)}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _to_char_col(line_text: str, col: int) -> int:
+    """``ast`` columns are UTF-8 byte offsets; findings use character offsets."""
+    return len(line_text.encode("utf-8")[:col].decode("utf-8", "ignore"))
+
+
+def _normalise_columns(findings: list[Finding], text: str) -> list[Finding]:
+    if text.isascii():
+        return findings
+    from dataclasses import replace
+
+    from tflint.finding import Edit, Fix
+
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+    def char(line: int, col: int) -> int:
+        if 1 <= line <= len(lines) and not lines[line - 1].isascii():
+            return _to_char_col(lines[line - 1], col)
+        return col
+
+    out = []
+    for f in findings:
+        fix = f.fix
+        if fix is not None:
+            fix = Fix(
+                fix.message,
+                tuple(
+                    Edit(e.line, char(e.line, e.col), e.end_line, char(e.end_line, e.end_col), e.content)
+                    for e in fix.edits
+                ),
+                fix.applicability,
+            )
+        out.append(replace(f, col=char(f.line, f.col), end_col=char(f.end_line, f.end_col), fix=fix))
+    return out
+
+
+def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
+    from dataclasses import replace
+
+    out = []
+    for f in findings:
+        cell, line = nb.locate(f.line)
+        end_cell, end_line = nb.locate(f.end_line)
+        end_col = f.end_col
+        if end_cell != cell:  # clamp to the end of the cell
+            end_line, end_col = line, f.col
+        out.append(replace(f, cell=cell, line=line, end_line=end_line, end_col=end_col, fix=None))
+    return out
+
+
+def lint_text(
+    path: str,
+    text: str,
+    enabled: frozenset[str],
+    notebook: NotebookMap | None = None,
+) -> FileResult:
+    """Check Python ``text`` (for notebooks: the concatenated code cells)."""
+    from tflint import suppress
+
+    result = FileResult(path)
+    try:
+        tree = parse(text, path)
+    except ParseError as exc:
+        if PARSE_ERROR_CODE in enabled:
+            cell = None
+            line = exc.line
+            if notebook is not None:
+                cell, line = notebook.locate(exc.line)
+            result.findings.append(parse_error(path, exc.reason, line, exc.col, cell))
+        return result
+    if not enabled or not may_use_tensorflow(text):
+        return result
+    rules = _rules_for(enabled)
+    if not rules:
+        return result
+    from tflint.analysis import Analysis
+    from tflint.rules.base import RuleContext
+
+    try:
+        analysis = Analysis(tree, text)
+    except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run
+        result.errors.append(f"analysis failed on {path}: {_describe_exception(exc)}")
+        result.cacheable = False
+        return result
+    findings: list[Finding] = []
+    for rule in rules:
+        ctx = RuleContext(path, text, tree, analysis)
+        try:
+            rule.run(ctx)
+        except Exception as exc:  # noqa: BLE001
+            result.errors.append(
+                f"rule {rule.code} ({rule.name}) failed on {path}: {_describe_exception(exc)}"
+            )
+            result.cacheable = False
+            continue
+        findings.extend(f for f in ctx.findings if f.code in enabled)
+    if findings:
+        findings = _normalise_columns(findings, text)
+        findings = suppress.apply(findings, text)
+        if notebook is not None:
+            findings = _locate_in_cells(findings, notebook)
+    result.findings = findings
+    return result
+
+
+def lint_bytes(path: str, raw: bytes, enabled: frozenset[str]) -> FileResult:
+    """Check a file's content ``raw`` as read from ``path``."""
+    try:
+        src = decode(path, raw)
+    except SourceError as exc:
+        result = FileResult(path)
+        if PARSE_ERROR_CODE in enabled:
+            result.findings.append(parse_error(path, exc.reason, exc.line, exc.col, exc.cell))
+        return result
+    return lint_text(path, src.text, enabled, src.notebook)
+
+
+# One unit of work: (display path, content, enabled codes).
+Task = tuple[str, bytes, frozenset]
+
+
+def _lint_chunk(chunk: list[Task]) -> list[FileResult]:
+    return [lint_bytes(p, raw, enabled) for p, raw, enabled in chunk]
+
+
+def _pool_context():
+    import multiprocessing as mp
+    import sys
+
+    if sys.platform.startswith("linux"):
+        return mp.get_context("fork")  # workers inherit the imported rules: no start-up cost
+    return mp.get_context("spawn")
+
+
+def default_jobs() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(n, 1)
+
+
+def lint_many(tasks: list[Task], jobs: int | None = None) -> list[FileResult]:
+    """Check every task, in a process pool when there are many; results in task order."""
+    if jobs is None:
+        jobs = default_jobs()
+    if jobs <= 1 or len(tasks) < PARALLEL_MIN_FILES:
+        return _lint_chunk(tasks)
+    # Import what the workers need before they fork.
+    from tflint.analysis import Analysis  # noqa: F401
+    from tflint.rules import all_rules
+    from tflint.rules.base import RuleContext  # noqa: F401
+
+    all_rules()
+    order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i][1]))
+    total = sum(len(t[1]) for t in tasks) or 1
+    target = max(total // (jobs * 12), 1)  # about a dozen chunks per worker, biggest files first
+    chunks: list[list[int]] = []
+    cur: list[int] = []
+    size = 0
+    for i in order:
+        cur.append(i)
+        size += len(tasks[i][1])
+        if size >= target:
+            chunks.append(cur)
+            cur, size = [], 0
+    if cur:
+        chunks.append(cur)
+    from concurrent.futures import ProcessPoolExecutor
+
+    results: list[FileResult | None] = [None] * len(tasks)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
+            futures = [(c, pool.submit(_lint_chunk, [tasks[i] for i in c])) for c in chunks]
+            for c, fut in futures:
+                for i, r in zip(c, fut.result()):
+                    results[i] = r
+    except (OSError, RuntimeError, ImportError):
+        # No process pool here (restricted sandbox, broken pool): check serially.
+        return _lint_chunk(tasks)
+    return results  # type: ignore[return-value]
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    return sorted(findings, key=Finding.sort_key)
