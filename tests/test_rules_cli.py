@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,16 @@ class TinyRule(Rule):
     fixable = True
 
 
+class InlineCodeRule(Rule):
+    code = "TFL992"
+    name = "inline-code"
+    summary = "Code given on one string"
+    what = "Prose."
+    why = "Reasons."
+    example = "def f():\n    print(1)\n"
+    use_instead = "def f():\n    tf.print(1)"
+
+
 class UndocumentedRule(Rule):
     code = "TFL991"
     name = "undocumented"
@@ -71,6 +82,13 @@ def test_rule_text_has_title_and_sections_in_order():
     assert '````python\nx = tiny()\ny = "```"\n````' in text
     assert "```python\nx = big()\n```" in text and "```python\n```python" not in text
     assert "Fix is available" in text
+
+
+def test_code_keeps_its_own_indentation():
+    text = ruledoc.rule_text(InlineCodeRule)
+    assert "```python\ndef f():\n    print(1)\n```" in text
+    assert "```python\ndef f():\n    tf.print(1)\n```" in text
+    assert ruledoc.rule_dict(InlineCodeRule)["example"] == "def f():\n    print(1)"
 
 
 def test_undocumented_sections_are_marked_not_dropped_silently():
@@ -149,6 +167,8 @@ def test_rule_prints_each_rules_documentation(rule):
     assert -1 not in positions and positions == sorted(positions), positions
     assert "(not documented)" not in out, f"{rule.code} lacks documentation"
     assert "```python\n" in out
+    for code in (rule.example, rule.use_instead):
+        assert textwrap.dedent(code).strip("\n") in out
     js = json.loads(_invoke("rule", rule.code, "--output-format", "json").stdout)
     assert js["code"] == rule.code and js["why"] == ruledoc.clean(rule.why)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import textwrap
 from collections.abc import Iterable, Sequence
 
 REGENERATE_COMMAND = "tflint rules --output-format markdown > docs/rules.md"
@@ -37,10 +38,26 @@ CATEGORIES: dict[str, str] = {
 
 
 def clean(text: object) -> str:
-    """A docstring-style attribute without its common indentation and outer blank lines."""
+    """A prose attribute without its docstring-style indentation and outer blank lines."""
     if not text:
         return ""
     return inspect.cleandoc(str(text)).strip("\n")
+
+
+def clean_code(text: object) -> str:
+    """A code attribute without its common indentation and outer blank lines.
+
+    Unlike prose, the first line's indentation counts: ``"def f():\n    pass"`` keeps its body
+    indented.
+    """
+    if not text:
+        return ""
+    lines = [ln.rstrip() for ln in str(text).expandtabs(4).splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return textwrap.dedent("\n".join(lines))
 
 
 def severity_of(rule: type) -> str:
@@ -59,7 +76,7 @@ def category_of(code: str) -> tuple[str, str]:
 
 def fenced(text: str, lang: str = "python") -> str:
     """``text`` as a fenced code block (left alone when it already is one)."""
-    body = clean(text)
+    body = clean_code(text)
     if body.lstrip().startswith("```"):
         return body
     fence = "```"
@@ -85,7 +102,7 @@ def fix_line(rule: type) -> str:
 
 def _section_body(rule: type, attr: str, is_code: bool) -> str:
     value = getattr(rule, attr, "")
-    if not clean(value):
+    if not (clean_code(value) if is_code else clean(value)):
         return "(not documented)" if not is_code else ""
     return fenced(value) if is_code else clean(value)
 
@@ -121,8 +138,8 @@ def rule_dict(rule: type) -> dict:
         "summary": clean(getattr(rule, "summary", "")),
         "what": clean(getattr(rule, "what", "")),
         "why": clean(getattr(rule, "why", "")),
-        "example": clean(getattr(rule, "example", "")),
-        "use_instead": clean(getattr(rule, "use_instead", "")),
+        "example": clean_code(getattr(rule, "example", "")),
+        "use_instead": clean_code(getattr(rule, "use_instead", "")),
         "fix_safety": clean(getattr(rule, "fix_safety", "")),
         "url": _url(rule),
         "category": category_of(rule.code)[1],
