@@ -136,8 +136,15 @@ def run(opts: ProfileOptions, *, err: Any = None) -> int:
     """Profile ``opts.script``; returns the exit status. Bad input raises ProfileUsageError."""
     abspath, code = compile_script(opts.script)
     check_outputs(opts)
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ProfileUsageError(
+            "TensorFlow is not installed; install it, e.g. pip install 'tflint[profile]'"
+        )
     try:
-        from tflint.runtime import watch
+        watch = importlib.import_module("tflint.runtime.watch").watch
     except ImportError as exc:  # TensorFlow missing or broken
         raise ProfileUsageError(
             f"cannot load TensorFlow ({exc}); install it, e.g. pip install 'tflint[profile]'"

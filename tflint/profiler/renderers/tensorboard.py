@@ -1,8 +1,8 @@
 """``--logdir DIR``: the run's time series as TensorBoard scalars in ``DIR/tflint``.
 
-Tags (all under ``tflint/``): ``step_time_s``, ``input_wait_share``, ``retraces``,
-``host_rss_bytes`` and ``device_memory_bytes`` (one tag per device when there are several,
-``device_memory_bytes/GPU:0``). Series are written point by point at their step; a single
+Tags (all under ``tflint/``): ``step_time_s``, ``input_wait_share``, ``retraces`` (cumulative
+count), ``host_rss_bytes`` and ``device_memory_bytes`` (TensorFlow's allocator; one tag per
+device when there are several, ``device_memory_bytes/GPU:0``). Series are written point by point at their step; a single
 figure is written at the run's last step. Point ``tensorboard --logdir DIR`` at the same
 directory as the training's own summaries and tflint's curves appear as the ``tflint`` run.
 
@@ -17,47 +17,39 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from tflint.profiler.renderers import series_values
+from tflint.profiler.renderers import device_memory, metric_scalar, metric_series, series_values
 
 if TYPE_CHECKING:
     from tflint.profiler.report import Report
 
 RUN_NAME = "tflint"
-_METRICS = ("step_time_s", "input_wait_share", "retraces", "host_rss_bytes", "device_memory_bytes")
 
 
 def scalar_points(report: "Report") -> dict[str, list[tuple[int, float]]]:
     """``{tag: [(step, value), ...]}`` for every metric that has data."""
-    out: dict[str, list[tuple[int, float]]] = {}
+    m = report.metrics
     last_step = max(int(report.steps or 0), 0)
-    for name in _METRICS:
-        value = report.metrics.get(name)
-        if isinstance(value, dict):
-            # per device ({"GPU:0": series}) or a summary ({"total": n, ...})
-            if name == "retraces" and isinstance(value.get("total"), (int, float)):
-                out[f"{RUN_NAME}/{name}"] = _points(value["total"], last_step)
-                continue
-            for key, sub in value.items():
-                pts = _points(sub, last_step)
-                if pts:
-                    out[f"{RUN_NAME}/{name}/{key}"] = pts
-            continue
-        pts = _points(value, last_step)
-        if pts:
-            out[f"{RUN_NAME}/{name}"] = pts
+    out: dict[str, list[tuple[int, float]]] = {}
+
+    def put(tag: str, pts: list[tuple[float, float]], scalar: float | None = None) -> None:
+        merged: dict[int, float] = {}
+        for x, y in pts:
+            merged[int(round(x))] = y  # TensorBoard keeps one value per step: the latest wins
+        if not merged and scalar is not None:
+            merged[last_step] = scalar
+        if merged:
+            out[f"{RUN_NAME}/{tag}"] = sorted(merged.items())
+
+    put("step_time_s", metric_series(m.get("step_time_s")))
+    put("input_wait_share", metric_series(m.get("input_wait_share")),
+        metric_scalar(m.get("input_wait_share")))
+    put("retraces", series_values(m.get("retraces_series")), metric_scalar(m.get("retraces"), ("total",)))
+    put("host_rss_bytes", metric_series(m.get("host_rss_bytes")))
+    devices = device_memory(m.get("device_memory_bytes"))
+    for dev, entry in devices.items():
+        tag = "device_memory_bytes" if len(devices) == 1 else f"device_memory_bytes/{dev}"
+        put(tag, entry["series"], entry["current"])
     return out
-
-
-def _points(value: Any, last_step: int) -> list[tuple[int, float]]:
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, (int, float)):
-        return [(last_step, float(value))]
-    pts = series_values(value)
-    merged: dict[int, float] = {}
-    for x, y in pts:
-        merged[int(round(x))] = y  # TensorBoard keeps one value per step: the latest wins
-    return sorted(merged.items())
 
 
 class TensorBoardRenderer:

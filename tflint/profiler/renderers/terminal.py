@@ -13,7 +13,7 @@ import statistics
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tflint.profiler.renderers import series_values
+from tflint.profiler.renderers import device_memory, metric_scalar, metric_series
 from tflint.profiler.report import SIGNAL_KINDS
 
 if TYPE_CHECKING:
@@ -224,31 +224,31 @@ class TerminalRenderer:
 
         m = report.metrics
         rows: list[tuple[str, str, str]] = []
-        steps = [y for _, y in series_values(m.get("step_time_s"))]
+        steps = [y for _, y in metric_series(m.get("step_time_s"))]
         if steps:
             med = statistics.median(steps)
             p90 = sorted(steps)[int(0.9 * (len(steps) - 1))]
             rows.append(("step time", sparkline(steps),
                          f"median {fmt_seconds(med)}, p90 {fmt_seconds(p90)}"))
         wait = m.get("input_wait_share")
-        wait_series = [y for _, y in series_values(wait)]
-        if wait_series:
-            rows.append(("input wait", sparkline(wait_series),
-                         f"{100 * statistics.median(wait_series):.0f}% of step time (median)"))
-        elif isinstance(wait, (int, float)) and not isinstance(wait, bool):
-            rows.append(("input wait", "", f"{100 * wait:.0f}% of step time"))
-        rss = [y for _, y in series_values(m.get("host_rss_bytes"))]
+        wait_series = [y for _, y in metric_series(wait)]
+        overall = metric_scalar(wait)
+        if wait_series or overall is not None:
+            share = overall if overall is not None else statistics.median(wait_series)
+            rows.append(("input wait", sparkline(wait_series), f"{100 * share:.0f}% of step time"))
+        rss = [y for _, y in metric_series(m.get("host_rss_bytes"))]
         if rss:
             rows.append(("host memory", sparkline(rss),
                          f"{fmt_bytes(rss[0])} → {fmt_bytes(rss[-1])} (peak {fmt_bytes(max(rss))})"))
-        dev = m.get("device_memory_bytes")
-        dev_items = dev.items() if isinstance(dev, dict) else [("device memory", dev)]
-        for name, series in dev_items:
-            vals = [y for _, y in series_values(series)]
-            label = name if name == "device memory" else f"{name} memory"
+        for dev, entry in device_memory(m.get("device_memory_bytes")).items():
+            vals = [y for _, y in entry["series"]]
+            label = f"TF {dev} memory"
             if vals:
+                peak = entry["peak"] if entry["peak"] is not None else max(vals)
                 rows.append((label, sparkline(vals),
-                             f"{fmt_bytes(vals[0])} → {fmt_bytes(vals[-1])} (peak {fmt_bytes(max(vals))})"))
+                             f"{fmt_bytes(vals[0])} → {fmt_bytes(vals[-1])} (peak {fmt_bytes(peak)})"))
+            elif entry["current"] is not None:
+                rows.append((label, "", f"{fmt_bytes(entry['current'])}"))
         if not rows:
             return None
         grid = Table.grid(padding=(0, 2))
@@ -267,7 +267,7 @@ class TerminalRenderer:
             return None
         t = Text()
         for kind, info in hooks.items():
-            if not isinstance(info, dict) or info.get("status", "ok") == "ok":
+            if not isinstance(info, dict) or info.get("status", "ok") in ("ok", "off"):
                 continue
             if t:
                 t.append("\n")
