@@ -196,3 +196,30 @@ def test_sarif_is_deterministic(project):
     a = get_renderer("sarif").render(_findings(), RenderContext(root=str(project)))
     b = get_renderer("sarif").render(list(reversed(_findings())), RenderContext(root=str(project)))
     assert a == b
+
+
+def test_check_command_emits_valid_sarif_with_repo_relative_uris(tmp_path, validator):
+    import subprocess
+    import sys
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(SOURCE)
+    exe = Path(sys.executable).with_name("tflint")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "tflint"]
+    out = subprocess.run(
+        [*cmd, "check", "--no-cache", "--output-format", "sarif", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    log = json.loads(out.stdout)
+    assert _errors(validator, log) == []
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"TFL101"}
+    locs = [r["locations"][0]["physicalLocation"] for r in results]
+    assert [loc["artifactLocation"]["uri"] for loc in locs] == ["pkg/train.py", "pkg/train.py"]
+    assert [loc["region"]["startLine"] for loc in locs] == [6, 8]
+    fps = [r["partialFingerprints"]["primaryLocationLineHash"] for r in results]
+    assert fps[0].endswith(":1") and fps[1].endswith(":2")
