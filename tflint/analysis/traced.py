@@ -139,20 +139,37 @@ class TracedFunctions:
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
 
-        # Functions that traced code calls, transitively.
+        # Functions that traced code calls, transitively; and functions that traced code hands
+        # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
         work = list(self.reasons)
         while work:
             func = work.pop()
+            name = getattr(func, "name", "<lambda>")
             for sub in ast.walk(func):
                 if not isinstance(sub, ast.Call) or sub is func:
                     continue
-                for callee in self._resolve_callable(sub.func, sub, called=True):
+                callees = list(self._resolve_callable(sub.func, sub, called=True))
+                how = "called from"
+                if self._traces_arguments(sub):
+                    how = "passed to a graph-building call in"
+                    for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                        if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)):
+                            callees.extend(self._resolve_callable(arg, sub))
+                for callee in callees:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
-                        name = getattr(func, "name", "<lambda>")
-                        self.reasons[callee] = (
-                            f"called from traced `{name}` (line {sub.lineno})"
-                        )
+                        self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         work.append(callee)
+
+    def _traces_arguments(self, call: ast.Call) -> bool:
+        """Whether a call inside traced code traces the functions it is given."""
+        name = self.a.call_name(call)
+        if name is not None:
+            if name in EAGER_WRAPPERS or name in TF_FUNCTION:
+                return False
+            root = name.split(".")[0]
+            return root == "tensorflow" or name.startswith("keras.ops.")
+        f = call.func
+        return isinstance(f, ast.Attribute) and f.attr in ("run", "experimental_run_v2", "call_for_each_replica")
 
     def _is_dataset_receiver(self, call: ast.Call) -> bool:
         facts = getattr(self.a, "datasets", None)
@@ -212,3 +229,411 @@ class TracedFunctions:
                     return [stmt]
             todo.extend(by_name[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in by_name)
         return []
+
+    # -- scopes ----------------------------------------------------------------------------
+    def local_names(self, func: ast.AST) -> frozenset[str]:
+        """Names local to ``func``: parameters and names it binds, less ``global``/``nonlocal``."""
+        cache = self.__dict__.setdefault("_locals", {})
+        got = cache.get(func)
+        if got is None:
+            got = cache[func] = frozenset(_bound_names(func) - set(self.declared_outer(func)))
+        return got
+
+    def declared_outer(self, func: ast.AST) -> dict[str, ast.Global | ast.Nonlocal]:
+        """``global``/``nonlocal`` names of ``func`` and the statement that declares each."""
+        out: dict[str, ast.Global | ast.Nonlocal] = {}
+        if isinstance(func, ast.Lambda):
+            return out
+        for node in walk_own(func.body):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                for n in node.names:
+                    out.setdefault(n, node)
+        return out
+
+    def defining_scope(self, name: str, at: ast.AST) -> ast.AST | None:
+        """The function (or the module) whose local ``name`` refers to at ``at``; ``None`` for
+        builtins and names bound nowhere."""
+        for anc in self.a.ancestors(at):
+            if isinstance(anc, _FUNCS):
+                if name in self.local_names(anc):
+                    return anc
+                decl = self.declared_outer(anc).get(name)
+                if isinstance(decl, ast.Global):
+                    break
+            elif isinstance(anc, ast.Module):
+                break
+        if name in self._module_names:
+            return self.a.tree
+        return None
+
+    @property
+    def _module_names(self) -> frozenset[str]:
+        got = self.__dict__.get("_modnames")
+        if got is None:
+            got = self.__dict__["_modnames"] = frozenset(_bound_names(self.a.tree))
+        return got
+
+    def bindings(self, name: str, scope: ast.AST) -> list[ast.AST]:
+        """Values assigned to ``name`` directly in ``scope`` (a function or the module):
+        ``name = value`` and ``name: T = value``; for ``a, b = value`` the whole value."""
+        cache = self.__dict__.setdefault("_bindings", {})
+        table = cache.get(scope)
+        if table is None:
+            table = cache[scope] = {}
+            body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            for node in walk_own(body):
+                if isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        for n in _target_names(t):
+                            table.setdefault(n, []).append(node.value)
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    for n in _target_names(node.target):
+                        table.setdefault(n, []).append(node.value)
+                elif isinstance(node, ast.NamedExpr):
+                    table.setdefault(node.target.id, []).append(node.value)
+                elif isinstance(node, (ast.With, ast.AsyncWith)):
+                    for item in node.items:
+                        if item.optional_vars is not None:
+                            for n in _target_names(item.optional_vars):
+                                table.setdefault(n, []).append(item.context_expr)
+        return table.get(name, [])
+
+    def self_attr_values(self, cls: ast.ClassDef | None, attr: str) -> list[ast.AST]:
+        """Values assigned to ``self.<attr>`` in any method of ``cls`` (or its module bases)."""
+        if cls is None:
+            return []
+        cache = self.__dict__.setdefault("_selfattrs", {})
+        table = cache.get(cls)
+        if table is None:
+            table = cache[cls] = {}
+            for c in self._class_chain(cls):
+                for stmt in c.body:
+                    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    for node in ast.walk(stmt):
+                        value = getattr(node, "value", None)
+                        if isinstance(node, ast.Assign):
+                            targets = node.targets
+                        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and value is not None:
+                            targets = [node.target]
+                        else:
+                            continue
+                        for t in targets:
+                            for el in _flatten(t):
+                                if _is_self_attr(el):
+                                    table.setdefault(el.attr, []).append(value)
+        return table.get(attr, [])
+
+    def _class_chain(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
+        by_name = self.__dict__.get("_classes_by_name")
+        if by_name is None:
+            by_name = self.__dict__["_classes_by_name"] = {
+                c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)
+            }
+        out, todo = [], [cls]
+        while todo:
+            c = todo.pop(0)
+            if c in out:
+                continue
+            out.append(c)
+            todo.extend(by_name[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in by_name)
+        return out
+
+    def enclosing_function_of(self, node: ast.AST) -> ast.AST | None:
+        return self.a.enclosing_function(node)
+
+    def call_sites(self, func: ast.AST) -> list[ast.Call]:
+        """In-module calls of ``func`` (by name, or ``self.name`` for methods). For a method the
+        returned calls' positional arguments line up with its parameters after ``self``:
+        callers get ``ast.Call`` copies with a placeholder first argument."""
+        table = self.__dict__.get("_call_sites")
+        if table is None:
+            table = self.__dict__["_call_sites"] = {}
+            for node in ast.walk(self.a.tree):
+                if isinstance(node, ast.Call):
+                    for callee in self._resolve_callable(node.func, node, called=True):
+                        if isinstance(node.func, ast.Attribute) and isinstance(self.a.parent(callee), ast.ClassDef):
+                            shifted = ast.Call(func=node.func, args=[ast.Constant(None), *node.args], keywords=node.keywords)
+                            ast.copy_location(shifted, node)
+                            table.setdefault(callee, []).append(shifted)
+                        else:
+                            table.setdefault(callee, []).append(node)
+        return table.get(func, [])
+
+    # -- tf.function objects ---------------------------------------------------------------
+    def tf_function_creation(self, expr: ast.AST, at: ast.AST) -> ast.AST | None:
+        """Where the tf.function that ``expr`` refers to is created: the ``@tf.function``
+        decorator (``ast.Name``/``ast.Attribute``/``ast.Call``) or the ``tf.function(...)``
+        call; ``None`` when ``expr`` is not known to be a tf.function."""
+        if isinstance(expr, ast.Call) and self.a.call_name(expr) in TF_FUNCTION:
+            return expr
+        if isinstance(expr, ast.Name):
+            for f in self._lookup_function(expr.id, at):
+                dec = self.tf_function_decorator(f)
+                if dec is not None:
+                    return dec
+            scope = self.defining_scope(expr.id, at)
+            if scope is not None:
+                values = self.bindings(expr.id, scope)
+                if len(values) == 1 and isinstance(values[0], ast.Call) and self.a.call_name(values[0]) in TF_FUNCTION:
+                    return values[0]
+            return None
+        if _is_self_attr(expr):
+            cls = self.a.enclosing_class(at)
+            if cls is None:
+                return None
+            for f in self._methods(cls, expr.attr):
+                dec = self.tf_function_decorator(f)
+                if dec is not None:
+                    return dec
+            values = self.self_attr_values(cls, expr.attr)
+            found = [v for v in values if isinstance(v, ast.Call) and self.a.call_name(v) in TF_FUNCTION]
+            if found and len(found) == len([v for v in values if not _is_none(v)]):
+                return found[0]
+        return None
+
+    def tf_function_decorator(self, func: ast.AST) -> ast.AST | None:
+        for dec in getattr(func, "decorator_list", ()):
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if self.a.qualname(target) in TF_FUNCTION:
+                return dec
+        return None
+
+    @staticmethod
+    def has_input_signature(creation: ast.AST | None) -> bool:
+        if not isinstance(creation, ast.Call):
+            return False
+        return any(k.arg == "input_signature" and not _is_none(k.value) for k in creation.keywords)
+
+    # -- values ----------------------------------------------------------------------------
+    def is_tensor(self, expr: ast.AST, _depth: int = 0) -> bool:
+        """Whether ``expr`` (inside traced code) evaluates to a tf.Tensor, as far as the
+        module shows: a TensorFlow/``keras.ops`` op result, ``self(...)`` in a Keras class,
+        arithmetic or indexing on a tensor, or a local name bound to one. Static shapes
+        (``x.shape[0]``) and Python numbers are not tensors."""
+        if _depth > 8:
+            return False
+        if isinstance(expr, ast.Call):
+            name = self.a.call_name(expr)
+            if name is not None:
+                return _is_tensor_op(name)
+            f = expr.func
+            if isinstance(f, ast.Name) and f.id == "self":
+                return True
+            if isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS:
+                return self.is_tensor(f.value, _depth + 1)
+            return False
+        if isinstance(expr, ast.Subscript):
+            return self.is_tensor(expr.value, _depth + 1)
+        if isinstance(expr, ast.BinOp):
+            return self.is_tensor(expr.left, _depth + 1) or self.is_tensor(expr.right, _depth + 1)
+        if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and not isinstance(
+            expr.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+        ):
+            return self.is_tensor(expr.left, _depth + 1) or self.is_tensor(expr.comparators[0], _depth + 1)
+        if isinstance(expr, ast.UnaryOp) and not isinstance(expr.op, ast.Not):
+            return self.is_tensor(expr.operand, _depth + 1)
+        if isinstance(expr, ast.Name):
+            scope = self.defining_scope(expr.id, expr)
+            if scope is None or isinstance(scope, ast.Module):
+                return False
+            if expr.id in _param_names(scope):
+                return self._tensor_param(scope, expr.id)
+            values = self.bindings(expr.id, scope)
+            return bool(values) and all(
+                v is not expr and self.is_tensor(_unpacked(v), _depth + 1) for v in values
+            )
+        return False
+
+    def _tensor_param(self, func: ast.AST, name: str) -> bool:
+        """Parameters known to be tensors: those of a tf.function with an ``input_signature``
+        and the ``inputs`` argument of a Keras layer's ``call``."""
+        if self.has_input_signature(self.tf_function_decorator(func)):
+            return True
+        if getattr(func, "name", None) == "call" and self.is_keras_class(self.a.parent(func)):
+            args = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+            return len(args) > 1 and args[1] == name
+        return False
+
+    # -- guards ----------------------------------------------------------------------------
+    def guard_of(self, node: ast.AST, kind: str = "once") -> ast.AST | None:
+        """The ``if`` (or conditional expression) around ``node`` in its function that makes it
+        run only once (``kind="once"``: ``if self.v is None``, ``if not self.built``,
+        ``if key not in cache``, ``if not hasattr(self, "v")``) or only eagerly
+        (``kind="eager"``: ``if tf.executing_eagerly()``); also an earlier
+        ``if <guard>: return`` in an enclosing block."""
+        test_ok = self.is_once_guard if kind == "once" else self.is_eager_guard
+        child = node
+        for anc in self.a.ancestors(node):
+            if isinstance(anc, (*_FUNCS, ast.ClassDef)):
+                break
+            if isinstance(anc, (ast.If, ast.IfExp, ast.While)) and child is not anc.test and test_ok(anc.test):
+                return anc
+            if isinstance(anc, ast.BoolOp) and isinstance(anc.op, ast.And):
+                idx = anc.values.index(child) if child in anc.values else 0
+                if any(test_ok(v) for v in anc.values[:idx]):
+                    return anc
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(anc, field, None)
+                if isinstance(block, list) and child in block:
+                    for prev in block[: block.index(child)]:
+                        if (
+                            isinstance(prev, ast.If)
+                            and prev.body
+                            and isinstance(prev.body[-1], (ast.Return, ast.Raise))
+                            and test_ok(prev.test, negated=True)
+                        ):
+                            return prev
+            child = anc
+        return None
+
+    def is_once_guard(self, test: ast.AST, negated: bool = False) -> bool:
+        """A test that is true only until some state exists (or, ``negated``, once it does)."""
+        for node in ast.walk(test):
+            if isinstance(node, ast.Compare):
+                ops = node.ops
+                if any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in ops):
+                    return True
+                if any(isinstance(o, (ast.Eq, ast.NotEq)) for o in ops) and any(
+                    _is_none(c) for c in (node.left, *node.comparators)
+                ):
+                    return True
+            elif isinstance(node, ast.Call):
+                f = node.func
+                fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if fname in ("hasattr", "getattr", "isinstance"):
+                    return True
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                if isinstance(node.operand, (ast.Attribute, ast.Name, ast.Subscript)):
+                    return True
+            elif isinstance(node, ast.Attribute) and node.attr in ("built", "_built", "initialized", "_initialized"):
+                return True
+        if negated and isinstance(test, (ast.Attribute, ast.Name)):
+            return True
+        return False
+
+    def is_eager_guard(self, test: ast.AST, negated: bool = False) -> bool:
+        """A test that is true only outside graphs (``tf.executing_eagerly()``,
+        ``isinstance(x, EagerTensor)``, ``hasattr(x, "numpy")``) — or, ``negated``, only inside."""
+        for node in ast.walk(test):
+            if isinstance(node, ast.Call):
+                f = node.func
+                fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if fname in ("executing_eagerly", "inside_function", "in_graph_mode", "is_symbolic_tensor",
+                             "is_keras_tensor", "get_static_value", "in_tf_graph", "in_symbolic_scope"):
+                    return True
+                if fname == "hasattr" and any(
+                    isinstance(x, ast.Constant) and x.value == "numpy" for x in node.args
+                ):
+                    return True
+                if fname == "isinstance" and "Eager" in ast.unparse(node):
+                    return True
+            elif isinstance(node, ast.Name) and node.id in ("eager", "is_eager", "run_eagerly"):
+                return True
+            elif isinstance(node, ast.Attribute) and node.attr in ("run_eagerly", "_run_eagerly"):
+                return True
+        return False
+
+
+TENSOR_METHODS = frozenset({"__getitem__", "read", "stack", "concat", "gather", "value", "read_value"})
+_NOT_TENSOR_LAST = frozenset(
+    {
+        "is_tensor", "executing_eagerly", "get_static_value", "TensorShape", "TensorSpec",
+        "as_dtype", "DType", "name_scope", "device", "dimension_value", "dimension_at_index",
+        "get_logger", "shape_v2", "is_symbolic_tensor", "is_keras_tensor", "convert_to_numpy",
+        "ndim", "standardize_dtype", "is_float_dtype", "is_int_dtype", "result_type",
+        "control_dependencies", "init_scope", "GradientTape", "Module", "function",
+        "zip", "make_ndarray", "get_value", "in_graph_mode",
+    }
+)
+_TENSOR_MODULES = (
+    "tensorflow.math.", "tensorflow.nn.", "tensorflow.linalg.", "tensorflow.random.",
+    "tensorflow.image.", "tensorflow.signal.", "tensorflow.strings.", "tensorflow.experimental.numpy.",
+    "tensorflow.dtypes.cast", "tensorflow.bitwise.", "tensorflow.raw_ops.", "keras.ops.",
+)
+
+
+def _is_tensor_op(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    if last in _NOT_TENSOR_LAST or name.endswith("()") or "()." in name:
+        return False
+    if name.startswith(_TENSOR_MODULES):
+        return not (name.startswith("keras.ops.") and last in ("shape", "dtype"))
+    return name.count(".") == 1 and name.startswith("tensorflow.") and last[:1].islower()
+
+
+def walk_own(nodes: list[ast.AST]):
+    """Walk statements without descending into nested functions, lambdas or classes."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (*_FUNCS, ast.ClassDef)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _param_names(func: ast.AST) -> set[str]:
+    args = getattr(func, "args", None)
+    if args is None:
+        return set()
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    if args.vararg:
+        names.add(args.vararg.arg)
+    if args.kwarg:
+        names.add(args.kwarg.arg)
+    return names
+
+
+def _target_names(t: ast.AST):
+    for el in _flatten(t):
+        if isinstance(el, ast.Name):
+            yield el.id
+
+
+def _flatten(t: ast.AST):
+    if isinstance(t, (ast.Tuple, ast.List)):
+        for el in t.elts:
+            yield from _flatten(el)
+    elif isinstance(t, ast.Starred):
+        yield from _flatten(t.value)
+    else:
+        yield t
+
+
+def _bound_names(owner: ast.AST) -> set[str]:
+    """Names a function (parameters included) or module binds in its own scope."""
+    names = _param_names(owner)
+    if isinstance(owner, ast.Lambda):
+        return names
+    for node in walk_own(owner.body):
+        if node is owner:
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for al in node.names:
+                names.add(al.asname or al.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            pass
+    return names
+
+
+def _is_self_attr(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _unpacked(value: ast.AST) -> ast.AST:
+    return value

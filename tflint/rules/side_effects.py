@@ -87,3 +87,782 @@ class PrintInTracedCode(Rule):
                 f"nothing. Use `{alias}.print()`",
                 fix=fix,
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers for TFL102..TFL108.
+
+def _traced_calls(ctx: RuleContext):
+    """(call, traced function) for every call that runs in traced code."""
+    a = ctx.analysis
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call):
+            func = a.traced.traced_function_of(node)
+            if func is not None:
+                yield node, func
+
+
+def _fname(func: ast.AST) -> str:
+    return getattr(func, "name", "<lambda>")
+
+
+def _text(ctx: RuleContext, node: ast.AST, limit: int = 40) -> str:
+    text = ctx.segment(node) or ast.unparse(node)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_CONTAINER_CALLS = frozenset(
+    {
+        "list", "dict", "set", "collections.defaultdict", "collections.OrderedDict",
+        "collections.deque", "collections.Counter",
+    }
+)
+_MUTATORS = frozenset(
+    {"append", "extend", "insert", "update", "add", "setdefault", "appendleft", "extendleft", "discard", "remove"}
+)
+_LIST_MUTATORS = frozenset({"append", "extend", "insert"})
+_VARIABLES = frozenset(
+    {
+        "tensorflow.Variable", "tensorflow.compat.v1.Variable", "tensorflow.compat.v1.get_variable",
+        "keras.Variable", "keras.backend.Variable", "keras.variables.Variable",
+    }
+)
+
+
+def _is_container_value(ctx: RuleContext, value: ast.AST) -> bool:
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    if isinstance(value, ast.Call):
+        f = value.func
+        if isinstance(f, ast.Name) and f.id in ("list", "dict", "set") and ctx.analysis.qualname(f) is None:
+            return True
+        return ctx.analysis.call_name(value) in _CONTAINER_CALLS
+    return False
+
+
+def _creates_state(ctx: RuleContext, value: ast.AST) -> bool:
+    """Whether ``value`` builds a layer or a variable (tracked state, not a traced value)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in ("add_weight", "add_variable", "add_loss", "add_metric"):
+                return True
+            q = ctx.analysis.call_name(node) or ""
+            if q in _VARIABLES or q.startswith(("keras.layers.", "keras.metrics.", "keras.losses.")):
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class MutatedOuterContainer(Rule):
+    code = "TFL102"
+    name = "outer-container-mutated-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Python list/dict/set from an outer scope mutated in traced code"
+    what = (
+        "Checks for a Python list, dict or set that lives outside the traced function (a "
+        "module global, a variable of an enclosing eager function, or a container held in a "
+        "`self.` attribute) being mutated inside traced code: `.append/.extend/.insert/"
+        ".update/.add`, item assignment, or `+=` on an item. Containers created inside the "
+        "traced function itself are fine."
+    )
+    why = (
+        "The Python body of a traced function runs only while TensorFlow traces it. The "
+        "mutation happens once per trace, not once per call: a list meant to collect one loss "
+        "per step ends up with one symbolic `Tensor(\"...\")` per trace, and a dict cache is "
+        "filled with graph tensors that cannot be used outside the graph (using them raises "
+        "or leaks the graph)."
+    )
+    example = (
+        "losses = []\n\n"
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss = compute_loss(x, y)\n"
+        "    losses.append(loss)\n"
+        "    return loss\n"
+    )
+    use_instead = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    return compute_loss(x, y)\n\n"
+        "losses = []\n"
+        "for x, y in dataset:\n"
+        "    losses.append(float(train_step(x, y)))\n"
+        "# or, inside traced code, accumulate in a tf.TensorArray / tf.Variable\n"
+    )
+    VALID = [
+        # a list local to the traced function
+        "import tensorflow as tf\n\n@tf.function\ndef f(xs):\n    out = []\n    for i in range(3):\n        out.append(xs[i] * 2)\n    return tf.stack(out)\n",
+        # eager loop appending Python floats
+        "import tensorflow as tf\n\nhistory = []\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    history.append(float(step(x)))\n",
+        # create-once cache of sublayers behind a membership guard
+        "import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.heads = {}\n\n    def call(self, x, key='a'):\n        if key not in self.heads:\n            self.heads[key] = keras.layers.Dense(4)\n        return self.heads[key](x)\n",
+        # TensorArray is the graph-side accumulator
+        "import tensorflow as tf\n\n@tf.function\ndef f(n):\n    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)\n    for i in tf.range(n):\n        ta = ta.write(i, tf.cast(i, tf.float32))\n    return ta.stack()\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nlosses = []\n\n@tf.function\ndef step(x):\n    loss = tf.reduce_mean(x)\n    losses.append(loss)  # expect: TFL102\n    return loss\n",
+        "import tensorflow as tf\n\ncache = {}\n\ndef helper(x):\n    cache['last'] = x  # expect: TFL102\n    return x + 1\n\n@tf.function\ndef step(x):\n    return helper(x)\n",
+        "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.dense = keras.layers.Dense(1)\n        self.seen = []\n\n    def call(self, x):\n        self.seen.append(x)  # expect: TFL102\n        return self.dense(x)\n",
+        "import tensorflow as tf\n\ndef train(ds):\n    counts = {'steps': 0}\n\n    @tf.function\n    def step(x):\n        counts['steps'] += 1  # expect: TFL102\n        return x\n\n    for x in ds:\n        step(x)\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        for node in ast.walk(ctx.tree):
+            target: ast.AST | None = None
+            what = ""
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+                target, what = node.func.value, f".{node.func.attr}()"
+                if any(_creates_state(ctx, arg) for arg in node.args):
+                    continue
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                targets = node.targets if not isinstance(node, ast.AugAssign) else [node.target]
+                subs = [t for t in targets if isinstance(t, ast.Subscript)]
+                if not subs:
+                    continue
+                target = subs[0].value
+                what = "item deletion" if isinstance(node, ast.Delete) else "item assignment"
+                if isinstance(node, ast.Assign) and _creates_state(ctx, node.value):
+                    continue
+            else:
+                continue
+            func = traced.traced_function_of(node)
+            if func is None:
+                continue
+            where = self._outer_container(ctx, target, node, what)
+            if where is None or traced.guard_of(node) is not None:
+                continue
+            ctx.report(
+                node,
+                f"{what} on {where} in traced `{_fname(func)}` runs only while tracing, not on "
+                f"every call, and stores graph tensors; return values from the function or use "
+                f"a `tf.TensorArray`/`tf.Variable`",
+            )
+
+    def _outer_container(self, ctx: RuleContext, target: ast.AST, at: ast.AST, what: str) -> str | None:
+        a = ctx.analysis
+        traced = a.traced
+        if isinstance(target, ast.Name):
+            if a.imports.aliases.get(target.id):
+                return None
+            scope = traced.defining_scope(target.id, at)
+            if scope is None:
+                return None
+            if not isinstance(scope, ast.Module) and (traced.is_traced_function(scope) or traced.is_traced(scope)):
+                return None  # created during the trace itself
+            values = traced.bindings(target.id, scope)
+            where = "module-level" if isinstance(scope, ast.Module) else f"`{getattr(scope, 'name', '?')}`'s"
+            if values and all(_is_container_value(ctx, v) for v in values):
+                line = values[0].lineno
+                return f"{where} `{target.id}` (created on line {line})"
+            if (
+                not values
+                and not isinstance(scope, ast.Module)
+                and target.id in {p.arg for p in scope.args.args}
+                and what.strip(".()") in _LIST_MUTATORS
+            ):
+                return f"`{target.id}`, a parameter of eager `{getattr(scope, 'name', '?')}`,"
+            return None
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
+            func = a.enclosing_function(at)
+            cls = a.enclosing_class(at)
+            if func is None or cls is None:
+                return None
+            values = traced.self_attr_values(cls, target.attr)
+            if not values or not all(_is_container_value(ctx, v) for v in values):
+                return None
+            # reset inside the same function: a fresh container per trace
+            for v in values:
+                if a.enclosing_function(v) is func:
+                    return None
+            return f"`self.{target.attr}` (created on line {values[0].lineno})"
+        return None
+
+
+def _plain_python_value(ctx: RuleContext, value: ast.AST) -> bool:
+    """A number, string, bool, None, tuple or list literal, or ``int()``/``float()``/``len()``."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Constant):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return True
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("int", "float", "len", "str", "bool"):
+        return ctx.analysis.qualname(value.func) is None
+    return False
+
+
+def _assigned_targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        return [el for t in node.targets for el in _elts(t)]
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return list(_elts(node.target))
+    return []
+
+
+def _elts(t: ast.AST):
+    if isinstance(t, (ast.Tuple, ast.List)):
+        for el in t.elts:
+            yield from _elts(el)
+    elif isinstance(t, ast.Starred):
+        yield from _elts(t.value)
+    else:
+        yield t
+
+
+class RebindingInTracedCode(Rule):
+    code = "TFL103"
+    name = "python-state-rebound-in-traced-code"
+    severity = Severity.ERROR
+    summary = "`global`/`nonlocal` or plain `self.attr` rebound in traced code"
+    what = (
+        "Checks for traced code that rebinds Python state living outside the call: a name "
+        "declared `global` or `nonlocal`, or a plain Python attribute (`self.step += 1`, "
+        "`self.total = self.total + x`, where the attribute holds a number, string or tuple "
+        "rather than a `tf.Variable`)."
+    )
+    why = (
+        "Python statements in a traced function run only while TensorFlow traces it. A "
+        "counter incremented there counts traces, not calls; a total accumulated there holds "
+        "the symbolic tensor of the last trace. The program silently computes something "
+        "other than it says, and the stale value is baked into later graphs as a constant."
+    )
+    example = (
+        "step = 0\n\n"
+        "@tf.function\n"
+        "def train_step(x):\n"
+        "    global step\n"
+        "    step += 1\n"
+        "    return model(x)\n"
+    )
+    use_instead = (
+        "step = tf.Variable(0)\n\n"
+        "@tf.function\n"
+        "def train_step(x):\n"
+        "    step.assign_add(1)\n"
+        "    return model(x)\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\nstep = tf.Variable(0)\n\n@tf.function\ndef f(x):\n    step.assign_add(1)\n    return x\n",
+        "import tensorflow as tf\n\ncount = 0\n\ndef eager_step(x):\n    global count\n    count += 1\n    return x\n",
+        "import keras\nimport tensorflow as tf\n\nclass Counter(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.calls = tf.Variable(0)\n\n    def call(self, x):\n        self.calls.assign_add(1)\n        return x\n",
+        "import tensorflow as tf\n\nclass M(tf.Module):\n    def __init__(self):\n        self.v = None\n\n    @tf.function\n    def __call__(self, x):\n        if self.v is None:\n            self.v = tf.Variable(1.0)\n        return x * self.v\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nstep = 0\n\n@tf.function\ndef f(x):\n    global step\n    step += 1  # expect: TFL103\n    return x\n",
+        "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n    def call(self, x):\n        self.calls += 1  # expect: TFL103\n        return x\n",
+        "import tensorflow as tf\n\nclass Acc:\n    def __init__(self):\n        self.total = 0.0\n\n    @tf.function\n    def add(self, x):\n        self.total = self.total + tf.reduce_sum(x)  # expect: TFL103\n        return x\n",
+        "import tensorflow as tf\n\ndef make():\n    last = None\n\n    @tf.function\n    def step(x):\n        nonlocal last\n        last = x  # expect: TFL103\n        return x\n    return step\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        for node in ast.walk(ctx.tree):
+            targets = _assigned_targets(node)
+            if not targets:
+                continue
+            func = traced.traced_function_of(node)
+            if func is None:
+                continue
+            own = a.enclosing_function(node)
+            if own is None:
+                continue
+            declared = traced.declared_outer(own)
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id in declared:
+                    if traced.guard_of(node) is not None:
+                        continue
+                    decl = declared[t.id]
+                    kind = "global" if isinstance(decl, ast.Global) else "nonlocal"
+                    ctx.report(
+                        node,
+                        f"rebinding {kind} `{t.id}` (declared on line {decl.lineno}) in traced "
+                        f"`{_fname(func)}` happens only while tracing, not on every call; use a "
+                        f"`tf.Variable` and `.assign()`",
+                    )
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    if not self._accumulates(node, t):
+                        continue
+                    values = [
+                        v for v in traced.self_attr_values(a.enclosing_class(node), t.attr)
+                        if a.enclosing_function(v) is not own
+                    ]
+                    if not values or not all(_plain_python_value(ctx, v) for v in values):
+                        continue
+                    if traced.guard_of(node) is not None:
+                        continue
+                    ctx.report(
+                        node,
+                        f"`{_text(ctx, node)}` updates plain Python attribute `self.{t.attr}` "
+                        f"(set on line {values[0].lineno}) in traced `{_fname(func)}`: it runs only "
+                        f"while tracing, not on every call; keep it in a `tf.Variable` and use "
+                        f"`.assign_add()`",
+                    )
+
+    @staticmethod
+    def _accumulates(node: ast.AST, target: ast.Attribute) -> bool:
+        if isinstance(node, ast.AugAssign):
+            return True
+        value = getattr(node, "value", None)
+        if not isinstance(value, ast.BinOp):
+            return False
+        for side in (value.left, value.right):
+            if (
+                isinstance(side, ast.Attribute)
+                and side.attr == target.attr
+                and isinstance(side.value, ast.Name)
+                and side.value.id == "self"
+            ):
+                return True
+        return False
+
+
+_RNG_SETUP = frozenset(
+    {
+        "seed", "default_rng", "RandomState", "Generator", "SeedSequence", "PCG64", "PCG64DXSM",
+        "MT19937", "Philox", "SFC64", "BitGenerator", "Random", "SystemRandom", "getstate",
+        "setstate", "get_state", "set_state", "bit_generator",
+    }
+)
+
+
+class PythonRandomInTracedCode(Rule):
+    code = "TFL104"
+    name = "python-random-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Python or NumPy randomness in traced code is drawn once, at trace time"
+    what = (
+        "Checks for `random.*`, `np.random.*` and NumPy `Generator`/`RandomState` methods "
+        "(`rng = np.random.default_rng(); rng.normal()`) called in traced code. "
+        "`tf.random.*`, `tf.random.Generator` and `keras.random.*` are graph ops and fine."
+    )
+    why = (
+        "Python and NumPy random numbers are drawn while the function is traced and baked into "
+        "the graph as constants. Every later call reuses the same \"random\" value: dropout "
+        "masks, augmentations and noise stop being random, silently."
+    )
+    example = (
+        "@tf.function\n"
+        "def augment(image):\n"
+        "    if np.random.rand() < 0.5:\n"
+        "        image = tf.image.flip_left_right(image)\n"
+        "    return image\n"
+    )
+    use_instead = (
+        "@tf.function\n"
+        "def augment(image):\n"
+        "    if tf.random.uniform([]) < 0.5:\n"
+        "        image = tf.image.flip_left_right(image)\n"
+        "    return image\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
+        "import tensorflow as tf\n\ngen = tf.random.Generator.from_seed(1)\n\n@tf.function\ndef f(x):\n    return x + gen.normal(tf.shape(x))\n",
+        "import numpy as np\nimport tensorflow as tf\n\nrng = np.random.default_rng(0)\nx_train = rng.normal(size=(100, 4)).astype('float32')\n\n@tf.function\ndef f(x):\n    return x * 2\n",
+        "import random\nimport tensorflow as tf\n\ndef make_ds(files):\n    random.shuffle(files)\n    return tf.data.Dataset.from_tensor_slices(files)\n",
+    ]
+    INVALID = [
+        "import numpy as np\nimport tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x + np.random.normal()  # expect: TFL104\n",
+        "import random\nimport tensorflow as tf\n\ndef jitter(x):\n    return x * random.uniform(0.9, 1.1)  # expect: TFL104\n\nds = tf.data.Dataset.range(4).map(jitter)\n",
+        "import numpy as np\nfrom tensorflow import function\n\nrng = np.random.default_rng(0)\n\n@function\ndef f(x):\n    return x + rng.normal()  # expect: TFL104\n",
+        "from numpy import random\nimport keras\n\nclass Noise(keras.layers.Layer):\n    def call(self, x):\n        return x + random.rand()  # expect: TFL104\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for call, func in _traced_calls(ctx):
+            name = a.call_name(call) or self._self_rng(ctx, call)
+            if not name or not name.startswith(("random.", "numpy.random.")):
+                continue
+            last = name.rsplit(".", 1)[-1]
+            if last in _RNG_SETUP or last.endswith("()"):
+                continue
+            shown = _text(ctx, call.func)
+            ctx.report(
+                call,
+                f"`{shown}()` in traced `{_fname(func)}` draws one number while tracing; every "
+                f"call reuses it as a constant. Use `tf.random.*` or a `tf.random.Generator`",
+            )
+
+    @staticmethod
+    def _self_rng(ctx: RuleContext, call: ast.Call) -> str | None:
+        """``self.rng.normal()`` where ``self.rng = np.random.default_rng()`` in the class."""
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute)):
+            return None
+        inner = f.value
+        if not (isinstance(inner.value, ast.Name) and inner.value.id == "self"):
+            return None
+        a = ctx.analysis
+        values = a.traced.self_attr_values(a.enclosing_class(call), inner.attr)
+        if len(values) == 1 and isinstance(values[0], ast.Call):
+            q = a.call_name(values[0])
+            if q:
+                return f"{q}().{f.attr}"
+        return None
+
+
+_CLOCKS = frozenset(
+    {
+        "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
+        "time.monotonic_ns", "time.process_time", "time.process_time_ns", "time.localtime",
+        "time.gmtime", "time.ctime", "time.asctime", "time.strftime",
+        "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
+        "datetime.date.today", "timeit.default_timer",
+    }
+)
+
+
+class WallClockInTracedCode(Rule):
+    code = "TFL105"
+    name = "wall-clock-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Wall-clock call in traced code is read once, at trace time"
+    what = (
+        "Checks for `time.time()`, `time.perf_counter()`, `time.monotonic()`, "
+        "`datetime.now()` and similar clock reads inside traced code."
+    )
+    why = (
+        "The clock is read while the function is traced and the value is frozen into the "
+        "graph as a constant. Step timings computed inside the function are always zero or "
+        "the trace time, and time-based schedules never advance."
+    )
+    example = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    start = time.perf_counter()\n"
+        "    loss = step(x, y)\n"
+        "    tf.print(\"took\", time.perf_counter() - start)\n"
+        "    return loss\n"
+    )
+    use_instead = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    return step(x, y)\n\n"
+        "start = time.perf_counter()\n"
+        "loss = train_step(x, y)\n"
+        "print(\"took\", time.perf_counter() - start)  # or tf.timestamp() inside the graph\n"
+    )
+    VALID = [
+        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nstart = time.perf_counter()\nstep(tf.constant(1.0))\nprint(time.perf_counter() - start)\n",
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    t0 = tf.timestamp()\n    y = x * 2\n    tf.print(tf.timestamp() - t0)\n    return y\n",
+        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    def now(v):\n        return time.time()\n    return tf.py_function(now, [x], tf.float64)\n",
+    ]
+    INVALID = [
+        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    t = time.time()  # expect: TFL105\n    return x * 2\n",
+        "from time import perf_counter\nimport tensorflow as tensorflow_lib\n\n@tensorflow_lib.function(jit_compile=True)\ndef step(x):\n    start = perf_counter()  # expect: TFL105\n    return x\n",
+        "from datetime import datetime\nfrom tensorflow import keras\n\nclass Stamp(keras.layers.Layer):\n    def call(self, x):\n        self.last = datetime.now()  # expect: TFL105\n        return x\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for call, func in _traced_calls(ctx):
+            if a.call_name(call) not in _CLOCKS:
+                continue
+            ctx.report(
+                call,
+                f"`{_text(ctx, call.func)}()` in traced `{_fname(func)}` reads the clock once, "
+                f"while tracing; the value is a constant in every later call. Time the call "
+                f"from eager code or use `tf.timestamp()`",
+            )
+
+
+class VariableCreatedInTracedCode(Rule):
+    code = "TFL106"
+    name = "variable-created-in-traced-code"
+    severity = Severity.ERROR
+    summary = "`tf.Variable` created in traced code without a create-once guard"
+    what = (
+        "Checks for `tf.Variable(...)` (and `keras.Variable(...)`) constructed inside traced "
+        "code outside `build()`/`__init__` and without a create-once guard such as "
+        "`if self.v is None:`."
+    )
+    why = (
+        "A variable created in a traced function is created again on every trace. "
+        "`tf.function` raises `ValueError: tf.function only supports singleton tf.Variables "
+        "created on the first call` when a later trace creates one, and a function traced once "
+        "keeps a variable that is re-initialised on each new trace, so its state is silently "
+        "reset (counters and accumulators restart)."
+    )
+    example = (
+        "@tf.function\n"
+        "def step(x):\n"
+        "    total = tf.Variable(0.0)\n"
+        "    total.assign_add(tf.reduce_sum(x))\n"
+        "    return total\n"
+    )
+    use_instead = (
+        "total = tf.Variable(0.0)\n\n"
+        "@tf.function\n"
+        "def step(x):\n"
+        "    total.assign_add(tf.reduce_sum(x))\n"
+        "    return total\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\nclass Scale(tf.keras.layers.Layer):\n    def build(self, input_shape):\n        self.w = tf.Variable(tf.ones(input_shape[-1:]))\n\n    def call(self, x):\n        return x * self.w\n",
+        "import tensorflow as tf\n\nclass M(tf.Module):\n    def __init__(self):\n        self.v = None\n\n    @tf.function\n    def __call__(self, x):\n        if self.v is None:\n            self.v = tf.Variable(tf.zeros_like(x))\n        return self.v.assign_add(x)\n",
+        "import tensorflow as tf\n\ncounter = tf.Variable(0)\n\n@tf.function\ndef step(x):\n    counter.assign_add(1)\n    return x\n",
+        "import tensorflow as tf\n\nclass Lazy(tf.keras.layers.Layer):\n    def call(self, x):\n        if not self.built:\n            self.build(x.shape)\n        return x\n\n    def build(self, shape):\n        self.k = tf.Variable(tf.zeros(shape[-1:]))\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    acc = tf.Variable(0.0)  # expect: TFL106\n    acc.assign_add(tf.reduce_sum(x))\n    return acc\n",
+        "import tensorflow as tf\nfrom tensorflow import keras\n\nclass Net(keras.Model):\n    def call(self, x):\n        self.scale = tf.Variable(2.0)  # expect: TFL106\n        return x * self.scale\n",
+        "import keras\nimport tensorflow as tf\n\ndef body(x):\n    v = keras.Variable(1.0)  # expect: TFL106\n    return x * v\n\nstep = tf.function(body)\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for call, func in _traced_calls(ctx):
+            if a.call_name(call) not in _VARIABLES:
+                continue
+            own = a.enclosing_function(call)
+            if getattr(own, "name", "") in ("build", "_build", "__init__", "build_from_config"):
+                continue
+            if a.traced.guard_of(call) is not None:
+                continue
+            ctx.report(
+                call,
+                f"`{_text(ctx, call.func)}(...)` in traced `{_fname(func)}` creates a new variable "
+                f"on every trace (a later trace raises, or the state is reset); create it once in "
+                f"`__init__`/`build()` or behind `if self.v is None:`",
+            )
+
+
+class TensorToPythonInTracedCode(Rule):
+    code = "TFL107"
+    name = "tensor-to-python-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Tensor converted to a Python value (`.numpy()`, `float(t)`) in traced code"
+    what = (
+        "Checks for `.numpy()`, `.item()`, and `float(t)`/`int(t)`/`bool(t)` of a tensor inside "
+        "traced code. Conversions of Python numbers and static shape dimensions "
+        "(`int(x.shape[0])`) are fine, as is code behind `if tf.executing_eagerly():`."
+    )
+    why = (
+        "Inside a graph a tensor has no value yet: `.numpy()` raises `AttributeError`, and "
+        "`float()`/`int()`/`bool()` raise `TypeError`/`OperatorNotAllowedInGraphError` — "
+        "typically only once the code first runs under `tf.function` or `model.fit`, although "
+        "it worked eagerly in a notebook. Where a value is read through a side channel it is "
+        "the trace-time value, frozen into the graph."
+    )
+    example = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss = compute_loss(x, y)\n"
+        "    if float(loss) > 10.0:\n"
+        "        loss = loss / 10.0\n"
+        "    return loss\n"
+    )
+    use_instead = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss = compute_loss(x, y)\n"
+        "    if loss > 10.0:  # AutoGraph turns this into tf.cond\n"
+        "        loss = loss / 10.0\n"
+        "    return loss\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    n = int(x.shape[0])\n    return tf.reshape(x, [n, -1])\n",
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return tf.reduce_mean(x)\n\nfor x in tf.data.Dataset.range(3):\n    print(float(step(x)), step(x).numpy())\n",
+        "import tensorflow as tf\n\n@tf.function\ndef f(x, scale=2):\n    s = float(scale)\n    return x * s\n",
+        "import tensorflow as tf\n\ndef helper(t):\n    if tf.executing_eagerly():\n        return t.numpy()\n    return t\n\n@tf.function\ndef f(x):\n    return helper(x)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    loss = tf.reduce_mean(x)\n    if float(loss) > 1.0:  # expect: TFL107\n        return x\n    return -x\n",
+        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x.numpy() * 2  # expect: TFL107\n",
+        "import keras\nimport tensorflow as tf\n\nclass Crop(keras.layers.Layer):\n    def call(self, inputs):\n        n = int(tf.shape(inputs)[0])  # expect: TFL107\n        flag = bool(inputs[0, 0] > 0)  # expect: TFL107\n        return inputs[: n // 2]\n",
+        "import tensorflow as tf\n\ndef to_py(t):\n    return t.item()  # expect: TFL107\n\n@tf.function(input_signature=[tf.TensorSpec([], tf.float32)])\ndef f(x):\n    y = tf.square(x)\n    return to_py(y)\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        for call, func in _traced_calls(ctx):
+            f = call.func
+            problem = None
+            if isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not call.args and not call.keywords:
+                if f.attr == "numpy" and a.qualname(f.value) is None or (
+                    f.attr == "item" and (traced.is_tensor(f.value) or self._tensor_arg(ctx, f.value))
+                ):
+                    problem = f"`.{f.attr}()`"
+            elif (
+                isinstance(f, ast.Name)
+                and f.id in ("float", "int", "bool")
+                and a.qualname(f) is None
+                and len(call.args) == 1
+                and not call.keywords
+                and (traced.is_tensor(call.args[0]) or self._tensor_arg(ctx, call.args[0]))
+            ):
+                problem = f"`{f.id}()` of a tensor"
+            if problem is None or traced.guard_of(call, kind="eager") is not None:
+                continue
+            ctx.report(
+                call,
+                f"{problem} in traced `{_fname(func)}`: a graph tensor has no value while "
+                f"tracing (raises, or freezes the trace-time value); keep it a tensor "
+                f"(`tf.cast`, tensor comparisons) or move it to eager code",
+            )
+
+    @staticmethod
+    def _tensor_arg(ctx: RuleContext, expr: ast.AST) -> bool:
+        """A parameter of a called helper whose every in-module call passes a tensor."""
+        a = ctx.analysis
+        if not isinstance(expr, ast.Name):
+            return False
+        scope = a.traced.defining_scope(expr.id, expr)
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        params = [p.arg for p in (*scope.args.posonlyargs, *scope.args.args)]
+        if expr.id not in params:
+            return False
+        if expr.id in a.traced.local_names(scope) and a.traced.bindings(expr.id, scope):
+            return False
+        idx = params.index(expr.id)
+        sites = a.traced.call_sites(scope)
+        if not sites:
+            return False
+        for site in sites:
+            if idx >= len(site.args) or not a.traced.is_tensor(site.args[idx]):
+                return False
+        return True
+
+
+_FILE_OPENERS = frozenset(
+    {"io.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open",
+     "tensorflow.io.gfile.GFile", "tensorflow.gfile.GFile", "tensorflow.gfile.Open"}
+)
+_FILE_WRITERS = frozenset(
+    {
+        "json.dump", "pickle.dump", "yaml.dump", "yaml.safe_dump", "numpy.save", "numpy.savez",
+        "numpy.savez_compressed", "numpy.savetxt", "csv.writer", "shutil.copy", "shutil.copyfile",
+        "shutil.move", "os.makedirs", "os.remove", "os.rename", "os.mkdir",
+        "tensorflow.io.gfile.makedirs", "tensorflow.io.gfile.remove", "tensorflow.io.gfile.rename",
+        "tensorflow.io.gfile.copy", "sys.stdout.write", "sys.stderr.write", "sys.stdout.flush",
+        "sys.stderr.flush",
+    }
+)
+_LOG_MODULES = (
+    "absl.logging.", "tensorflow.get_logger().", "tensorflow.compat.v1.logging.",
+    "tensorflow.logging.", "tensorflow.python.platform.tf_logging.",
+)
+_LOG_SETUP = frozenset({"getLogger", "basicConfig", "get_absl_handler", "set_verbosity", "get_verbosity",
+                        "getLevelName", "Formatter", "StreamHandler", "FileHandler", "Handler",
+                        "get_logger", "getEffectiveLevel", "isEnabledFor", "level_debug", "vlog_is_on"})
+
+
+class LoggingOrFileIOInTracedCode(Rule):
+    code = "TFL108"
+    name = "logging-or-file-io-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Python logging or file I/O in traced code runs only while tracing"
+    what = (
+        "Checks for Python logging (`logging.*`, `logger.info(...)`, `absl.logging`, "
+        "`tf.get_logger()`), `open(...)` and `.write(...)` on a Python file (or `sys.stdout`) "
+        "inside traced code. Graph-side I/O is fine: `tf.summary.*` writers, "
+        "`tf.io.write_file`, `TensorArray.write`, `tf.print`."
+    )
+    why = (
+        "Python I/O in a traced function happens once per trace, not once per call. The log "
+        "line or file record appears on the first step only (with symbolic `Tensor(...)` "
+        "reprs instead of values) and never again, so metrics files and logs silently stop "
+        "after step 1."
+    )
+    example = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss = compute_loss(x, y)\n"
+        "    logging.info(\"loss %s\", loss)\n"
+        "    return loss\n"
+    )
+    use_instead = (
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss = compute_loss(x, y)\n"
+        "    with writer.as_default():\n"
+        "        tf.summary.scalar(\"loss\", loss, step=optimizer.iterations)\n"
+        "    return loss\n\n"
+        "# or log the returned value from the eager loop:\n"
+        "# logging.info(\"loss %.4f\", float(train_step(x, y)))\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\nwriter = tf.summary.create_file_writer('logs')\n\n@tf.function\ndef step(x, i):\n    with writer.as_default():\n        tf.summary.scalar('x', tf.reduce_mean(x), step=i)\n    return x\n",
+        "import tensorflow as tf\n\n@tf.function\ndef f(n):\n    ta = tf.TensorArray(tf.float32, size=n)\n    for i in tf.range(n):\n        ta = ta.write(i, 1.0)\n    tf.io.write_file('out.txt', tf.strings.as_string(n))\n    return ta.stack()\n",
+        "import logging\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    logging.info('loss %.3f', float(step(x)))\n",
+    ]
+    INVALID = [
+        "import logging\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    logging.info('x=%s', x)  # expect: TFL108\n    return x\n",
+        "import logging\nimport tensorflow as tf\n\nlog = logging.getLogger(__name__)\n\ndef helper(x):\n    log.warning('step')  # expect: TFL108\n    return x\n\n@tf.function\ndef step(x):\n    return helper(x)\n",
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    with open('log.txt', 'a') as fh:  # expect: TFL108\n        fh.write('step\\n')  # expect: TFL108\n    return x\n",
+        "from absl import logging\nfrom tensorflow import keras\n\nclass Net(keras.Model):\n    def train_step(self, data):\n        logging.info('train step')  # expect: TFL108\n        return {}\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        for call, func in _traced_calls(ctx):
+            what = self._io(ctx, call)
+            if what is None:
+                continue
+            ctx.report(
+                call,
+                f"{what} in traced `{_fname(func)}` runs only while tracing, not on every call; "
+                f"use `tf.print`/`tf.summary` inside the graph, or log returned values from eager code",
+            )
+
+    def _io(self, ctx: RuleContext, call: ast.Call) -> str | None:
+        a = ctx.analysis
+        f = call.func
+        name = a.call_name(call)
+        if isinstance(f, ast.Name) and f.id == "open" and name is None:
+            return "`open()`"
+        if name:
+            last = name.rsplit(".", 1)[-1]
+            root = name.split(".")[0]
+            logs = root == "logging" or name.startswith(_LOG_MODULES)
+            if logs and last not in _LOG_SETUP and not last.endswith("()") and last[:1].islower():
+                return f"logging call `{_text(ctx, f)}()`"
+            if name in _FILE_OPENERS or name in _FILE_WRITERS:
+                return f"file I/O `{_text(ctx, f)}()`"
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in ("write", "writelines", "write_text", "write_bytes", "flush")
+            and self._is_python_file(ctx, f.value, call)
+        ):
+            return f"file I/O `{_text(ctx, f)}()`"
+        return None
+
+    @staticmethod
+    def _is_python_file(ctx: RuleContext, expr: ast.AST, at: ast.AST) -> bool:
+        a = ctx.analysis
+        values: list[ast.AST] = []
+        if isinstance(expr, ast.Name):
+            scope = a.traced.defining_scope(expr.id, at)
+            if scope is not None:
+                values = a.traced.bindings(expr.id, scope)
+        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            values = a.traced.self_attr_values(a.enclosing_class(at), expr.attr)
+        elif isinstance(expr, ast.Call):
+            values = [expr]
+        if not values:
+            return False
+        for v in values:
+            if not isinstance(v, ast.Call):
+                return False
+            f = v.func
+            q = a.call_name(v)
+            if isinstance(f, ast.Name) and f.id == "open" and q is None:
+                continue
+            if q in _FILE_OPENERS or q in ("pathlib.Path", "csv.writer") or (q or "").startswith("pathlib.Path"):
+                continue
+            return False
+        return True
