@@ -149,6 +149,33 @@ def test_results_point_at_rules_and_relative_uris(project):
     assert nb["message"]["text"].startswith("cell 2, line 2: ")
 
 
+def test_fixes_are_exact_replacements(project, validator):
+    fix = Fix(
+        "Replace `print` with `tf.print`",
+        (Edit(6, 4, 6, 9, "tf.print"), Edit(1, 0, 1, 0, "import os\n")),
+        applicability="unsafe",
+    )
+    log = _render(project, [_f(6, fix=fix), _f(8)])
+    assert _errors(validator, log) == []
+    with_fix, without = log["runs"][0]["results"]
+    assert "fixes" not in without
+    (sfix,) = with_fix["fixes"]
+    assert sfix["description"]["text"] == "Replace `print` with `tf.print`"
+    assert sfix["properties"]["applicability"] == "unsafe"
+    (change,) = sfix["artifactChanges"]
+    assert change["artifactLocation"] == {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"}
+    assert change["replacements"] == [
+        {
+            "deletedRegion": {"startLine": 6, "startColumn": 5, "endLine": 6, "endColumn": 10},
+            "insertedContent": {"text": "tf.print"},
+        },
+        {
+            "deletedRegion": {"startLine": 1, "startColumn": 1, "endLine": 1, "endColumn": 1},
+            "insertedContent": {"text": "import os\n"},
+        },
+    ]
+
+
 def test_paths_outside_the_root_get_absolute_file_uris(tmp_path, validator):
     root = tmp_path / "repo"
     root.mkdir()

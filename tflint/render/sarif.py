@@ -6,7 +6,8 @@ Each rule has its summary, description, help (text and markdown, from the rule's
 ``helpUri`` and default level. Results point at URIs relative to ``ctx.root`` under the
 ``%SRCROOT%`` base, with 1-based columns, and carry ``partialFingerprints`` that survive code
 moving up or down: a hash of the rule, the path and the whitespace-normalized text of the
-offending line, plus the index of that occurrence among identical ones in the file.
+offending line, plus the index of that occurrence among identical ones in the file. Findings
+with a fix carry it as SARIF ``fixes`` (exact replacements; applicability in properties).
 """
 
 from __future__ import annotations
@@ -127,6 +128,28 @@ def artifact_location(path: str, ctx: RenderContext) -> dict:
     return {"uri": quote(shown, safe="/"), "uriBaseId": "%SRCROOT%"}
 
 
+def sarif_fix(f: Finding, artifact: dict) -> dict:
+    """The finding's fix as a SARIF ``fix``: exact replacements (an insertion has an empty
+    deleted region), with the applicability in its properties."""
+    replacements = [
+        {
+            "deletedRegion": {
+                "startLine": e.line,
+                "startColumn": e.col + 1,
+                "endLine": e.end_line,
+                "endColumn": e.end_col + 1,
+            },
+            "insertedContent": {"text": e.content},
+        }
+        for e in f.fix.edits
+    ]
+    return {
+        "description": {"text": f.fix.message or "Apply the fix"},
+        "artifactChanges": [{"artifactLocation": dict(artifact), "replacements": replacements}],
+        "properties": {"applicability": f.fix.applicability},
+    }
+
+
 def _root_uri(ctx: RenderContext) -> str:
     uri = Path(ctx.root).resolve().as_uri()
     return uri if uri.endswith("/") else uri + "/"
@@ -165,6 +188,8 @@ def sarif_log(findings: Sequence[Finding], ctx: RenderContext) -> dict:
             "locations": [{"physicalLocation": physical}],
             "partialFingerprints": {FINGERPRINT_KEY: fp},
         }
+        if f.fix is not None and f.fix.edits and f.cell is None:
+            result["fixes"] = [sarif_fix(f, physical["artifactLocation"])]
         if f.cell is not None:
             result["properties"] = {"cell": f.cell, "cellRegion": _region(f)}
         results.append(result)
