@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tflint.finding import Edit, Finding, Fix, Severity
 from tflint.render import FORMATS, RenderContext, get_renderer, statistics
@@ -431,3 +433,56 @@ def test_renderers_import_nothing_heavy():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# --- robustness --------------------------------------------------------------------------
+
+
+_positions = st.integers(min_value=0, max_value=12)
+
+
+@st.composite
+def _findings(draw):
+    out = []
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        line = draw(_positions)
+        out.append(
+            Finding(
+                code=draw(st.sampled_from(["TFL101", "TFL000", "TFL999"])),
+                message=draw(st.text(max_size=30)),
+                path=draw(st.sampled_from(["a.py", "sub/b c.py", "nb.ipynb"])),
+                line=line,
+                col=draw(_positions),
+                end_line=line + draw(st.integers(min_value=-1, max_value=8)),
+                end_col=draw(_positions),
+                severity=draw(st.sampled_from([Severity.ERROR, Severity.WARNING])),
+                fix=draw(st.sampled_from([None, PRINT_FIX])),
+                cell=draw(st.sampled_from([None, 1, 2])),
+            )
+        )
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    findings=_findings(),
+    source=st.lists(st.text(alphabet="ab\t 日\u0301()", max_size=12), max_size=10),
+)
+def test_no_renderer_crashes_on_odd_positions_or_text(tmp_path_factory, findings, source):
+    root = tmp_path_factory.getbasetemp()
+    ctx = RenderContext(
+        root=str(root),
+        source_lines=lambda path: source,
+        cell_lines=lambda path, cell: source,
+        color=True,
+    )
+    for name in FORMATS:
+        text = get_renderer(name).render(findings, ctx)
+        assert isinstance(text, str)
+    concise = get_renderer("concise").render(findings, RenderContext(root=str(root), summary=False))
+    assert len(concise.split("\n")) == len(findings)
+    github = get_renderer("github").render(findings, ctx).split("\n")
+    assert len(github) == len(findings)
+    assert all(ln.startswith(("::error ", "::warning ")) for ln in github)
+    assert not re.search(r"line=0\b", "\n".join(github))
+    assert len(json.loads(get_renderer("json").render(findings, ctx))) == len(findings)

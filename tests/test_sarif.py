@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tflint.finding import Edit, Finding, Fix, Severity
 from tflint.render import RenderContext, get_renderer
@@ -250,3 +252,31 @@ def test_check_command_emits_valid_sarif_with_repo_relative_uris(tmp_path, valid
     assert [loc["region"]["startLine"] for loc in locs] == [6, 8]
     fps = [r["partialFingerprints"]["primaryLocationLineHash"] for r in results]
     assert fps[0].endswith(":1") and fps[1].endswith(":2")
+
+
+_pos = st.integers(min_value=0, max_value=9)
+_odd_findings = st.lists(
+    st.builds(
+        Finding,
+        code=st.sampled_from(["TFL101", "TFL999"]),
+        message=st.text(min_size=1, max_size=20),
+        path=st.sampled_from(["a.py", "d/é f.py", "n.ipynb", "-"]),
+        line=_pos,
+        col=_pos,
+        end_line=_pos,
+        end_col=_pos,
+        severity=st.sampled_from([Severity.ERROR, Severity.WARNING]),
+        fix=st.sampled_from([None, Fix("f", (Edit(1, 0, 1, 2, "x"),))]),
+        cell=st.sampled_from([None, 3]),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(findings=_odd_findings, lines=st.lists(st.text(max_size=8), max_size=5))
+def test_sarif_stays_schema_valid_for_odd_findings(tmp_path_factory, validator, findings, lines):
+    ctx = RenderContext(root=str(tmp_path_factory.getbasetemp()), source_lines=lambda p: lines)
+    log = json.loads(get_renderer("sarif").render(findings, ctx))
+    assert _errors(validator, log) == []
+    assert len(log["runs"][0]["results"]) == len(findings)

@@ -38,9 +38,10 @@ def annotation(f: Finding, ctx: RenderContext) -> str:
         # text and annotate the file.
         message = f"cell {f.cell}, line {f.line}, column {f.col + 1}: {message}"
     else:
-        end_line = max(f.end_line, f.line)
-        props += [("line", str(f.line))]
-        if end_line == f.line:
+        line = max(f.line, 1)
+        end_line = max(f.end_line, line)
+        props += [("line", str(line))]
+        if end_line == line:
             # GitHub accepts columns only on single-line annotations; its end column is
             # 1-based and inclusive, which is the 0-based exclusive end of the finding.
             end_col = max(f.end_col, f.col + 1)
