@@ -8,6 +8,7 @@ definitions) calls a traced function of the module, ``fit``/``train_on_batch``, 
 from __future__ import annotations
 
 import ast
+import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -113,3 +114,113 @@ class LoopFacts:
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 names.add(node.target.id)
         return names
+
+    # -- per-iteration values --------------------------------------------------------------
+    def python_scalars(self, loop: LoopNode) -> dict[str, str]:
+        """Names holding a Python number that changes every iteration, with how: the index of
+        ``for i in range(...)`` / ``enumerate(...)`` / a literal list of numbers /
+        ``itertools.count()``, and counters (``i += 1`` on a name only ever bound to numbers)."""
+        cache = self.__dict__.setdefault("_scalars", {})
+        got = cache.get(loop)
+        if got is not None:
+            return got
+        out: dict[str, str] = {}
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            for name, how in self._scalar_targets(loop.target, loop.iter):
+                out[name] = how
+        scope = self.a.enclosing_function(loop) or self.a.tree
+        traced = self.a.traced
+        for node in walk_body(loop.body):
+            if (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(node.op, (ast.Add, ast.Sub))
+                and _is_number(node.value)
+            ):
+                values = traced.bindings(node.target.id, scope)
+                if values and all(_is_number(v) for v in values):
+                    out.setdefault(node.target.id, f"counter incremented on line {node.lineno}")
+        cache[loop] = out
+        return out
+
+    def _scalar_targets(self, target: ast.AST, it: ast.AST):
+        if not isinstance(it, ast.Call):
+            if isinstance(it, (ast.List, ast.Tuple)) and it.elts and all(_is_number(e) for e in it.elts):
+                if isinstance(target, ast.Name):
+                    yield target.id, f"loop value from the list on line {it.lineno}"
+            return
+        name = self.a.call_name(it)
+        f = it.func
+        builtin = isinstance(f, ast.Name) and self.a.qualname(f) is None
+        if (builtin and f.id == "range") or name in ("itertools.count", "six.moves.range"):
+            if isinstance(target, ast.Name):
+                yield target.id, f"loop index from `{f.id if builtin else name}(...)` on line {it.lineno}"
+        elif builtin and f.id == "enumerate":
+            if isinstance(target, (ast.Tuple, ast.List)) and target.elts and isinstance(target.elts[0], ast.Name):
+                yield target.elts[0].id, f"loop index from `enumerate(...)` on line {it.lineno}"
+        elif builtin and f.id == "zip" and isinstance(target, (ast.Tuple, ast.List)):
+            for el, arg in zip(target.elts, it.args):
+                yield from self._scalar_targets(el, arg)
+
+    def varying_names(self, loop: LoopNode) -> set[str]:
+        """Names whose value comes from the current iteration: the ``for`` targets, counters,
+        names bound from ``next(...)`` in the body, and names computed from those."""
+        cache = self.__dict__.setdefault("_varying", {})
+        got = cache.get(loop)
+        if got is not None:
+            return got
+        names = set(self.loop_variables(loop))
+        assigns = [n for n in walk_body(loop.body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
+        changed = True
+        while changed:
+            changed = False
+            for node in assigns:
+                value = node.value
+                if value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                new = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - names
+                if not new:
+                    continue
+                if _uses(value, names) or any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "next"
+                    for c in ast.walk(value)
+                ):
+                    names |= new
+                    changed = True
+        cache[loop] = names
+        return names
+
+    def is_over_runs(self, loop: LoopNode) -> bool:
+        """Whether a loop iterates a few runs rather than data: epochs, folds, checkpoints,
+        trials (``for epoch in range(epochs)``, ``for ckpt in checkpoints``), or a fixed
+        collection of datasets/models (``for name, ds in sets.items()``, ``for m in [a, b]``)."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        words = " ".join(
+            [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
+            + [n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)]
+            + [n.attr for n in ast.walk(loop.iter) if isinstance(n, ast.Attribute)]
+        ).lower()
+        tokens = set(re.split(r"[^a-z]+", words))
+        if any(w in tokens or w + "s" in tokens for w in _RUN_WORDS):
+            return True
+        it = loop.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "values", "keys"):
+            return True
+        return isinstance(it, (ast.List, ast.Tuple)) and all(
+            isinstance(e, (ast.Name, ast.Attribute, ast.Tuple)) for e in it.elts
+        )
+
+
+_RUN_WORDS = ("epoch", "ep", "fold", "ckpt", "checkpoint", "trial", "seed", "round", "repeat", "run", "config")
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _uses(expr: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))

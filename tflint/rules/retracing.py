@@ -1,0 +1,376 @@
+"""TFL2xx: retracing. Every new trace of a tf.function rebuilds and re-optimises its graph."""
+
+from __future__ import annotations
+
+import ast
+
+from tflint.finding import Severity
+from tflint.rules.base import Rule, RuleContext
+
+_SCALAR_CASTS = ("int", "float", "bool", "round", "abs")
+_SETUP_METHODS = frozenset({"__init__", "build", "_build", "setup", "setUp", "setUpClass", "__post_init__"})
+
+
+def _fname(func: ast.AST | None) -> str:
+    return getattr(func, "name", "<lambda>") if func is not None else "<module>"
+
+
+def _scalar_use(expr: ast.AST, scalars: dict[str, str], ctx: RuleContext) -> str | None:
+    """The Python-scalar loop name that ``expr`` passes by value (``i``, ``i * 2``,
+    ``float(i)``), or ``None`` (tensors built from it, ``x[i]``, ``tf.constant(i)``)."""
+    if isinstance(expr, ast.Name):
+        return expr.id if expr.id in scalars else None
+    if isinstance(expr, ast.BinOp):
+        return _scalar_use(expr.left, scalars, ctx) or _scalar_use(expr.right, scalars, ctx)
+    if isinstance(expr, ast.UnaryOp):
+        return _scalar_use(expr.operand, scalars, ctx)
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in _SCALAR_CASTS
+        and ctx.analysis.qualname(expr.func) is None
+        and len(expr.args) == 1
+    ):
+        return _scalar_use(expr.args[0], scalars, ctx)
+    return None
+
+
+class PythonScalarArgumentRetraces(Rule):
+    code = "TFL201"
+    name = "python-scalar-retraces-tf-function"
+    severity = Severity.WARNING
+    summary = "tf.function called with a Python number that changes every call"
+    what = (
+        "Checks for a `tf.function` called inside a Python loop with a Python number that "
+        "changes between calls: the index of `range(...)`/`enumerate(...)`, or a counter "
+        "(`step += 1`). Values wrapped in `tf.constant`/`tf.convert_to_tensor` and functions "
+        "with an `input_signature` are fine."
+    )
+    why = (
+        "A `tf.function` keys its graph cache on the *value* of each Python argument. A new "
+        "number means a new trace: the whole function is re-traced and its graph re-optimised "
+        "on every call, typically 10-1000x slower than running the cached graph, and each "
+        "graph stays in memory. TensorFlow only warns after 5 retraces and never says which "
+        "argument caused them."
+    )
+    example = (
+        "@tf.function\n"
+        "def train_step(x, y, step):\n"
+        "    ...\n\n"
+        "for step, (x, y) in enumerate(dataset):\n"
+        "    train_step(x, y, step)\n"
+    )
+    use_instead = (
+        "for step, (x, y) in enumerate(dataset):\n"
+        "    train_step(x, y, tf.constant(step, tf.int64))\n"
+        "# or iterate the step as a tensor, or give the function an input_signature\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(10):\n    step(x)\n",
+        "import tensorflow as tf\n\n@tf.function\ndef step(x, i):\n    return x * tf.cast(i, tf.float32)\n\nfor i in range(100):\n    step(tf.ones([2]), tf.constant(i))\n",
+        "import tensorflow as tf\n\n@tf.function(input_signature=[tf.TensorSpec([], tf.int64)])\ndef step(i):\n    return i + 1\n\nfor i in range(100):\n    step(i)\n",
+        "import tensorflow as tf\n\ndef plain(x, i):\n    return x * i\n\nfor i in range(3):\n    plain(tf.ones([2]), i)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef train_step(x, step):\n    return x * tf.cast(step, tf.float32)\n\nds = tf.data.Dataset.range(10)\nfor i, x in enumerate(ds):\n    train_step(x, i)  # expect: TFL201\n",
+        "from tensorflow import function\n\ndef body(x, lr):\n    return x * lr\n\nstep = function(body)\nfor epoch in range(5):\n    step(1.0, lr=0.1 * epoch)  # expect: TFL201\n",
+        "import tensorflow as tf\n\nclass Trainer:\n    def __init__(self):\n        self.step_fn = tf.function(self._step)\n\n    def _step(self, x, n):\n        return x + n\n\n    def run(self, ds):\n        n = 0\n        for x in ds:\n            n += 1\n            self.step_fn(x, n)  # expect: TFL201\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        for node in ast.walk(ctx.tree):
+            if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+                continue
+            loops = a.loops.enclosing_loops(node)
+            if not loops or traced.is_traced(node):
+                continue
+            creation = traced.tf_function_creation(node.func, node)
+            if creation is None or traced.has_input_signature(creation):
+                continue
+            scalars: dict[str, str] = {}
+            for loop in reversed(loops):  # innermost wins
+                scalars.update(a.loops.python_scalars(loop))
+            if not scalars:
+                continue
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                name = _scalar_use(arg, scalars, ctx)
+                if name is None:
+                    continue
+                ctx.report(
+                    node,
+                    f"`{ctx.segment(node.func)}` is a tf.function called with Python number "
+                    f"`{name}` ({scalars[name]}): every new value retraces the whole function; "
+                    f"pass `tf.constant({name})` instead",
+                )
+                break
+
+
+class TfFunctionCreatedRepeatedly(Rule):
+    code = "TFL202"
+    name = "tf-function-created-repeatedly"
+    severity = Severity.WARNING
+    summary = "tf.function created inside a loop or a repeatedly called function"
+    what = (
+        "Checks for `@tf.function` / `tf.function(...)` evaluated inside a loop, or inside a "
+        "function body that runs again and again (called in a loop, or a method that builds "
+        "and calls a fresh tf.function on every call). A tf.function created once at module "
+        "level, in `__init__`/`build`, or behind a create-once guard is fine."
+    )
+    why = (
+        "Each `tf.function(...)` call makes a new function object with an empty graph cache. "
+        "Creating it per iteration or per call traces and optimises the graph every time, so "
+        "the code is slower than plain eager execution, and every graph is kept alive (memory "
+        "grows each step). TensorFlow's own retracing warning counts per object and never "
+        "fires for this."
+    )
+    example = (
+        "for x, y in dataset:\n"
+        "    step = tf.function(train_step)\n"
+        "    step(x, y)\n"
+    )
+    use_instead = (
+        "step = tf.function(train_step)\n"
+        "for x, y in dataset:\n"
+        "    step(x, y)\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    step(x)\n",
+        "import tensorflow as tf\n\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n        self.step = tf.function(self._step)\n\n    def _step(self, x):\n        return self.model(x)\n",
+        "import tensorflow as tf\n\ndef train(model, ds, epochs):\n    @tf.function\n    def step(x):\n        return model(x)\n    for _ in range(epochs):\n        for x in ds:\n            step(x)\n\ntrain(None, [], 1)\n",
+        "import tensorflow as tf\n\nclass Runner:\n    def __init__(self):\n        self._fn = None\n\n    def predict(self, x):\n        if self._fn is None:\n            self._fn = tf.function(self._predict)\n        return self._fn(x)\n\n    def _predict(self, x):\n        return x\n",
+        "import tensorflow as tf\n\ndef make_step(model):\n    @tf.function\n    def step(x):\n        return model(x)\n    return step\n\nstep = make_step(None)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\ndef body(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    step = tf.function(body)  # expect: TFL202\n    step(x)\n",
+        "import tensorflow as tf\n\ndef predict_one(model, x):\n    @tf.function  # expect: TFL202\n    def fwd(x):\n        return model(x)\n    return fwd(x)\n\nfor x in [1.0, 2.0]:\n    predict_one(None, x)\n",
+        "from tensorflow import function\n\nclass Server:\n    def __init__(self, model):\n        self.model = model\n\n    def serve(self, x):\n        return function(self.model)(x)  # expect: TFL202\n",
+        "import tensorflow as tensorflow_lib\n\nwhile True:\n    @tensorflow_lib.function(jit_compile=True)  # expect: TFL202\n    def step(x):\n        return x\n    step(1.0)\n    break\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        decorators: set[ast.AST] = set()
+        sites: list[tuple[ast.AST, ast.AST, ast.AST | None]] = []  # (report node, anchor, decorated def)
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                dec = traced.tf_function_decorator(node)
+                if dec is not None:
+                    decorators.add(dec)
+                    sites.append((dec, node, node))
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Call) and node not in decorators and a.call_name(node) in _TF_FUNCTION:
+                sites.append((node, node, None))
+        for report_at, anchor, defined in sites:
+            message = self._problem(ctx, anchor, defined)
+            if message:
+                ctx.report(report_at, message)
+
+    def _problem(self, ctx: RuleContext, anchor: ast.AST, defined: ast.AST | None) -> str | None:
+        a = ctx.analysis
+        traced = a.traced
+        if traced.traced_function_of(anchor) is not None and defined is None:
+            return None  # created while tracing: once per trace of the outer function
+        if defined is not None and traced.traced_function_of(defined) is not None:
+            return None
+        if traced.guard_of(anchor) is not None:
+            return None
+        what = f"tf.function `{defined.name}`" if defined is not None else "this tf.function"
+        # bound name of the created function, to see where it is called
+        bound = self._bound_name(ctx, anchor, defined)
+        loops = a.loops.enclosing_loops(anchor)
+        if loops:
+            loop = loops[0]
+            if bound is not None and self._called_in_nested_loop(ctx, loop, bound):
+                return None  # one graph per outer iteration, reused by the inner loop
+            return (
+                f"{what} is created inside the loop on line {loop.lineno}: every iteration "
+                f"builds a new function and traces a new graph; create it once before the loop"
+            )
+        owner = a.enclosing_function(anchor)
+        if owner is None or getattr(owner, "name", "") in _SETUP_METHODS:
+            return None
+        if self._escapes(ctx, anchor, bound, owner):
+            # a factory: fine unless the factory itself is called in a loop
+            for site in traced.call_sites(owner):
+                site_loops = a.loops.enclosing_loops(site)
+                if site_loops and traced.guard_of(site) is None and not traced.is_traced(site):
+                    return (
+                        f"{what} is created by `{_fname(owner)}`, which the loop on line "
+                        f"{site_loops[0].lineno} calls (line {site.lineno}): every iteration traces a "
+                        f"new graph; create it once outside the loop"
+                    )
+            return None
+        # used only inside `owner`: a new graph per call of `owner`
+        if self._called_in_loop_within(ctx, owner, bound, anchor):
+            return None
+        repeated = [s for s in traced.call_sites(owner) if a.loops.enclosing_loops(s)]
+        if repeated:
+            return (
+                f"{what} is created on every call of `{_fname(owner)}` (called in the loop on "
+                f"line {a.loops.enclosing_loops(repeated[0])[0].lineno}): each call traces a new "
+                f"graph; create it once at module level or in `__init__`"
+            )
+        if isinstance(a.parent(owner), ast.ClassDef) or len(traced.call_sites(owner)) > 1:
+            return (
+                f"{what} is created anew on every call of `{_fname(owner)}`, so each call traces a "
+                f"new graph; create it once (module level, `__init__`, or cached on `self`)"
+            )
+        return None
+
+    @staticmethod
+    def _bound_name(ctx: RuleContext, anchor: ast.AST, defined: ast.AST | None) -> str | None:
+        if defined is not None:
+            return defined.name
+        parent = ctx.analysis.parent(anchor)
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            return parent.targets[0].id
+        return None
+
+    @staticmethod
+    def _escapes(ctx: RuleContext, anchor: ast.AST, bound: str | None, owner: ast.AST) -> bool:
+        """Whether the created function outlives the call of ``owner``: returned, stored on an
+        object or in a container, passed on, or declared global."""
+        a = ctx.analysis
+        parent = a.parent(anchor)
+        if isinstance(parent, (ast.Return, ast.Yield, ast.Dict, ast.List, ast.Tuple, ast.keyword)):
+            return True
+        if isinstance(parent, ast.Call) and parent.func is not anchor:
+            return True
+        if isinstance(parent, ast.Assign) and not all(isinstance(t, ast.Name) for t in parent.targets):
+            return True
+        if bound is None:
+            return False
+        if bound in a.traced.declared_outer(owner):
+            return True
+        for node in ast.walk(owner):
+            if isinstance(node, ast.Name) and node.id == bound and isinstance(node.ctx, ast.Load):
+                p = a.parent(node)
+                if isinstance(p, ast.Call) and p.func is node:
+                    continue
+                return True  # returned, stored, passed as an argument...
+        return False
+
+    @staticmethod
+    def _called_in_nested_loop(ctx: RuleContext, loop: ast.AST, bound: str) -> bool:
+        a = ctx.analysis
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == bound:
+                inner = a.loops.enclosing_loops(node)
+                if inner and inner[0] is not loop and loop in inner:
+                    return True
+        return False
+
+    @staticmethod
+    def _called_in_loop_within(ctx: RuleContext, owner: ast.AST, bound: str | None, anchor: ast.AST) -> bool:
+        if bound is None:
+            return False
+        a = ctx.analysis
+        for node in ast.walk(owner):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == bound:
+                if a.loops.enclosing_loops(node):
+                    return True
+        return False
+
+
+_TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v1.function"})
+_PER_BATCH_HOOKS = frozenset(
+    {
+        "on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end",
+        "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end",
+    }
+)
+_PREDICT = frozenset({"predict", "predict_on_batch", "evaluate"})
+
+
+class PerBatchPredict(Rule):
+    code = "TFL203"
+    name = "per-batch-predict-in-loop"
+    severity = Severity.WARNING
+    summary = "`model.predict`/`evaluate` called per batch or per sample in a Python loop"
+    what = (
+        "Checks for `model.predict(...)`, `predict_on_batch(...)` or `evaluate(...)` called "
+        "inside a Python loop on the loop's current batch or sample (`for x in dataset`, "
+        "`for i in range(len(x))` with `x[i]`), or from a per-batch callback hook. Calling "
+        "them once per epoch or per checkpoint on a fixed dataset is fine."
+    )
+    why = (
+        "`predict`/`evaluate` are built for whole datasets: every call sets up a data adapter, "
+        "callbacks and progress bar, and the first calls build a `tf.function`; `predict` "
+        "also concatenates and copies its outputs back to NumPy. Per batch this costs "
+        "milliseconds of overhead for microseconds of compute, often 10-100x slower than one "
+        "call on the whole dataset or a direct `model(x, training=False)`."
+    )
+    example = (
+        "preds = []\n"
+        "for x, _ in test_ds:\n"
+        "    preds.append(model.predict(x))\n"
+    )
+    use_instead = (
+        "preds = model.predict(test_ds)\n"
+        "# or, in a custom loop:\n"
+        "for x, _ in test_ds:\n"
+        "    preds.append(model(x, training=False))\n"
+    )
+    VALID = [
+        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile('adam', 'mse')\nfor epoch in range(10):\n    model.fit(x_train, y_train, epochs=1)\n    model.evaluate(x_val, y_val)\n",
+        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\npreds = model.predict(test_ds)\nfor p in preds:\n    print(p)\n",
+        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor ckpt in checkpoints:\n    model.load_weights(ckpt)\n    print(model.evaluate(val_ds))\n",
+        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor name, ds in splits.items():\n    print(name, model.evaluate(ds))\n",
+        "import tensorflow as tf\n\nfor x, y in test_ds:\n    preds = model(x, training=False)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nmodel = tf.keras.models.load_model('m.keras')\nds = tf.data.Dataset.from_tensor_slices(x).batch(32)\nfor batch in ds:\n    out = model.predict(batch)  # expect: TFL203\n",
+        "import numpy as np\nfrom tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor i in range(len(x_test)):\n    sample = np.expand_dims(x_test[i], 0)\n    p = model.predict(sample, verbose=0)  # expect: TFL203\n",
+        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor epoch in range(3):\n    for xb, yb in val_batches:\n        loss = model.evaluate(xb, yb, verbose=0)  # expect: TFL203\n",
+        "import keras\n\nclass Monitor(keras.callbacks.Callback):\n    def on_train_batch_end(self, batch, logs=None):\n        self.model.predict(self.probe)  # expect: TFL203\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        if not a.imports.uses_tensorflow:
+            return
+        for node in ast.walk(ctx.tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _PREDICT
+            ):
+                continue
+            if not self._is_keras_model(ctx, node.func.value) or a.traced.is_traced(node):
+                continue
+            method = node.func.attr
+            hook = a.enclosing_function(node)
+            if getattr(hook, "name", "") in _PER_BATCH_HOOKS:
+                ctx.report(
+                    node,
+                    f"`{method}()` in per-batch callback hook `{hook.name}` runs a whole "
+                    f"`{method}` pass on every training batch; call the model directly "
+                    f"(`model(x, training=False)`) or move it to `on_epoch_end`",
+                )
+                continue
+            data = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("x", "y"))]
+            for loop in a.loops.enclosing_loops(node):
+                if a.loops.is_over_runs(loop):
+                    continue
+                varying = a.loops.varying_names(loop)
+                used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
+                if not used:
+                    continue
+                ctx.report(
+                    node,
+                    f"`{method}()` is called on `{used[0]}`, a batch or sample of the loop on line "
+                    f"{loop.lineno}: each call pays `{method}`'s whole setup; call it once on the "
+                    f"dataset, or use `model(x, training=False)` in the loop",
+                )
+                break
+
+    @staticmethod
+    def _is_keras_model(ctx: RuleContext, receiver: ast.AST) -> bool:
+        """Any receiver not known to be something else (scikit-learn, pandas, ...)."""
+        q = ctx.analysis.qualname(receiver)
+        if q is None:
+            return True
+        return q.startswith(("keras.", "tensorflow."))
