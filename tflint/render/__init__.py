@@ -17,6 +17,7 @@ import os
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from tflint.render.statistics import statistics
@@ -83,6 +84,7 @@ class RenderContext:
     cell_lines: Callable[[str, int], list[str] | None] | None = None
     unsafe_fixes: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _paths: dict = field(default_factory=dict, repr=False, compare=False)
 
     # --- paths -------------------------------------------------------------------------
     def abs_path(self, path: str) -> str:
@@ -92,6 +94,12 @@ class RenderContext:
 
     def display_path(self, path: str) -> str:
         """``path`` relative to ``root`` when it lies under it, else as given; ``/`` separators."""
+        shown = self._paths.get(path)
+        if shown is None:
+            shown = self._paths[path] = self._display_path(path)
+        return shown
+
+    def _display_path(self, path: str) -> str:
         if path == "-":
             return path
         absolute = self.abs_path(path)
@@ -149,6 +157,7 @@ def severity_str(finding: Finding) -> str:
     return str(getattr(sev, "value", sev) or "error")
 
 
+@lru_cache(maxsize=512)
 def rule_meta(code: str) -> tuple[str, str | None, bool]:
     """``(name, url, known)`` for a code, from the registry; never raises."""
     try:
