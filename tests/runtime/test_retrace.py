@@ -1,0 +1,129 @@
+"""Retrace detection on real TensorFlow (CPU): causes, call sites, and nothing on clean code."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tflint.runtime import watch  # noqa: E402
+
+HERE = __file__
+
+
+def here() -> int:
+    return sys._getframe(1).f_lineno
+
+
+def retraces(report):
+    return report.signals_of("retrace")
+
+
+def test_python_int_argument_retraces_with_cause_and_call_site():
+    @tf.function
+    def step_fn(x, step):
+        return x * 2.0 + step
+
+    x = tf.zeros([4])
+    with watch(signals={"retrace"}) as s:
+        for i in range(3, 8):
+            line = here() + 1
+            step_fn(x, i)
+    rep = s.report()
+    sigs = retraces(rep)
+    assert len(sigs) == 1
+    sig = sigs[0]
+    assert sig.details["function"] == "step_fn"
+    assert sig.details["retraces"] == 4
+    assert sig.details["causes"] == ["step: Python int 3 -> 4"]
+    assert sig.location.file == HERE and sig.location.line == line
+    assert "tf.constant" in sig.message
+    assert rep.metrics["retraces"] == 4
+
+
+def test_shape_and_dtype_changes_are_named():
+    @tf.function
+    def f(x):
+        return tf.reduce_sum(x)
+
+    with watch(signals={"retrace"}) as s:
+        f(tf.zeros([32, 17]))
+        line = here() + 1
+        f(tf.zeros([32, 18]))
+        f(tf.zeros([32, 18], tf.float64))
+    sig = retraces(s.report())[0]
+    assert sig.location.line == line and sig.location.file == HERE
+    causes = [c for e in sig.details["examples"] for c in e["causes"]]
+    assert "x: TensorSpec(shape=(32, 17)) -> (32, 18)" in causes
+    assert "x: dtype float32 -> float64" in causes
+    assert "input_signature" in sig.message
+
+
+def test_new_python_object_is_reported():
+    class Cfg:  # no __eq__/__hash__: matched by identity
+        def __init__(self, scale):
+            self.scale = scale
+
+    @tf.function
+    def g(x, cfg):
+        return x * cfg.scale
+
+    keep = []
+    with watch(signals={"retrace"}) as s:
+        for _ in range(3):
+            keep.append(Cfg(2.0))
+            g(tf.ones([2]), keep[-1])
+    sig = retraces(s.report())[0]
+    assert sig.details["retraces"] == 2
+    assert any("cfg: new Python object (Cfg)" in c for c in sig.details["causes"])
+
+
+def test_variable_creation_double_trace_and_stable_calls_are_clean():
+    holder = {}
+
+    @tf.function
+    def with_var(x):
+        if "v" not in holder:
+            holder["v"] = tf.Variable(1.0)
+        return x + holder["v"]
+
+    @tf.function
+    def plain(x):
+        return x * 3.0
+
+    ds = tf.data.Dataset.range(8).map(lambda i: tf.cast(i, tf.float32) * 2.0).batch(4)
+    with watch(signals={"retrace"}) as s:
+        for _ in range(5):
+            with_var(tf.ones([3]))
+            plain(tf.ones([4]))
+        for b in ds:
+            plain(b)
+    rep = s.report()
+    assert retraces(rep) == []
+    assert rep.metrics["retraces"] == 0
+    assert rep.metrics["traces"] >= 3  # with_var twice (variable creation), plain once per shape
+
+
+def test_tf_function_created_in_a_loop():
+    with watch(signals={"retrace"}) as s:
+        for i in range(6):
+            line = here() + 1
+            fn = tf.function(lambda x: x + 1.0)
+            fn(tf.ones([2]))
+    sigs = retraces(s.report())
+    assert len(sigs) == 1
+    assert sigs[0].details["function_objects"] == 6
+    assert "outside the loop" in sigs[0].message
+    assert sigs[0].location.file == HERE
+    assert sigs[0].location.line == line + 1
+
+
+def test_hook_removed_after_exit():
+    from tensorflow.python.eager.polymorphic_function import transform
+
+    before = list(transform.CONCRETE_FUNCTION_CALLBACKS)
+    with watch(signals={"retrace"}):
+        assert len(transform.CONCRETE_FUNCTION_CALLBACKS) == len(before) + 1
+    assert transform.CONCRETE_FUNCTION_CALLBACKS == before

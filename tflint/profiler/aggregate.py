@@ -1,0 +1,406 @@
+"""Turn a profiling session's store into a :class:`~tflint.profiler.report.Report`.
+
+Each signal is judged here, from aggregated records: which retraces exceed what is expected,
+which None gradients to report (deduplicated), whether memory grows (robust trend), whether the
+loop is input-bound, which ops fell back to another device. Messages say what happens, where,
+and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tflint import __version__
+from tflint.profiler.report import Location, Report, Signal
+
+PROJECT_STEPS = 10_000
+INPUT_HIGH = 0.20
+INPUT_MODERATE = 0.05
+
+
+def _loc(site: Any) -> Location | None:
+    if not site:
+        return None
+    try:
+        return Location(str(site[0]), int(site[1]))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _mib(b: float) -> str:
+    if abs(b) >= 1024**3:
+        return f"{b / 1024**3:.2f} GiB"
+    if abs(b) >= 1024**2:
+        return f"{b / 1024**2:.1f} MiB"
+    return f"{b / 1024:.1f} KiB"
+
+
+def _hook_status(session: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in ("retrace", "none-gradient", "soft-placement", "input-stall", "memory-growth"):
+        h = session.hooks.get(kind)
+        if kind not in session.signals:
+            out[kind] = {"status": "off", "reason": "not selected"}
+        elif h is None:
+            out[kind] = {"status": "unavailable", "reason": "not implemented in this tflint build"}
+        else:
+            out[kind] = h.status_dict()
+    if session.steps is not None:
+        out["steps"] = session.steps.status_dict()
+    gh = session.gradients
+    if gh is not None and gh.keras_note:
+        out["none-gradient"]["note"] = gh.keras_note
+    return out
+
+
+# ------------------------------------------------------------------------------ retrace
+def _retrace_fix(causes: dict[str, int], examples: list[dict[str, Any]], recreated: bool) -> str:
+    text = " ".join(c for e in examples for c in e.get("causes", []))
+    fixes = []
+    if recreated:
+        fixes.append("create the tf.function once (outside the loop or function that runs each step) and reuse it")
+    if "Python int" in text or "Python float" in text or "Python bool" in text:
+        fixes.append("pass changing Python numbers as tensors (e.g. tf.constant(step)) so they do not become part of the trace key")
+    if "TensorSpec(shape=" in text:
+        fixes.append("give the function an input_signature with None for the varying dimensions, or use reduce_retracing=True")
+    if "dtype " in text:
+        fixes.append("cast inputs to one dtype before calling the function")
+    if "new Python object" in text:
+        fixes.append("pass tensors or tf.Variables instead of new Python objects (custom objects are matched by identity), "
+                     "or define __tf_tracing_type__ on the class")
+    if "captures changed" in text:
+        fixes.append("do not rebind globals/closure variables used by the function between calls; use a tf.Variable")
+    if not fixes:
+        fixes.append("keep argument shapes, dtypes and Python values stable between calls, or use input_signature")
+    return "; ".join(fixes)
+
+
+def _retrace_signals(session: Any) -> list[Signal]:
+    out = []
+    for rec in session.store.records_of("retrace"):
+        allowed = 1 if rec.get("reduce_retracing") else 0
+        recreated = (not rec.get("library")) and rec.get("n_objects", 0) >= 5
+        if rec["retraces"] <= allowed and not recreated:
+            continue
+        examples = rec.get("examples", [])
+        first_causes = examples[0]["causes"] if examples else []
+        if recreated and rec["retraces"] <= allowed:
+            what = (f"tf.function `{rec['function']}` was created {rec['n_objects']} times and traced {rec['traces']} times: "
+                    "a new tf.function object for the same Python function re-traces from scratch each time")
+            first_causes = ["new tf.function object (created inside a loop?)"]
+        else:
+            what = (f"tf.function `{rec['function']}` retraced {rec['retraces']} time(s) ({rec['traces']} traces in all); "
+                    f"first cause: {first_causes[0] if first_causes else 'unknown'}")
+        fix = _retrace_fix(rec.get("causes", {}), examples, recreated)
+        site = rec.get("retrace_site") or rec.get("first_site")
+        sev = "warning"
+        out.append(
+            Signal(
+                kind="retrace",
+                severity=sev,
+                message=f"{what}. Each retrace rebuilds the graph (slow, and grows memory). Fix: {fix}.",
+                location=_loc(site),
+                details={
+                    "function": rec["function"],
+                    "qualname": rec.get("qualname"),
+                    "defined_at": _loc(rec.get("defined_at")).__dict__ if rec.get("defined_at") else None,
+                    "traces": rec["traces"],
+                    "retraces": rec["retraces"],
+                    "expected_retraces": allowed,
+                    "function_objects": rec.get("n_objects", 1),
+                    "reduce_retracing": rec.get("reduce_retracing", False),
+                    "causes": first_causes,
+                    "cause_counts": rec.get("causes", {}),
+                    "examples": examples,
+                    "fix": fix,
+                },
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------- none-gradient
+def _gradient_signals(session: Any) -> list[Signal]:
+    from tflint.runtime.gradients import FIX_TEXT, REASON_TEXT
+
+    recs = session.store.records_of("none-gradient")
+    grad_names: dict[Any, set[str]] = {}
+    for r in recs:
+        if r["api"] == "gradient":
+            grad_names.setdefault(tuple(r["site"]) if r["site"] else None, set()).update(v["name"] for v in r["variables"])
+    out = []
+    for r in recs:
+        site = tuple(r["site"]) if r["site"] else None
+        names = [v["name"] for v in r["variables"]]
+        if r["api"] != "gradient":
+            if r.get("empty"):
+                out.append(
+                    Signal(
+                        kind="none-gradient",
+                        severity="error",
+                        message=(f"optimizer.{r['api']}() received no gradients/variables: the update does nothing "
+                                 "(or raises). Fix: pass the (gradient, variable) pairs of the model's trainable variables."),
+                        location=_loc(site),
+                        details={"api": r["api"], "empty": True, "count": r["count"], "variables": []},
+                    )
+                )
+                continue
+            # already explained by a GradientTape.gradient finding at the same site
+            if site in grad_names and set(names) <= grad_names[site]:
+                continue
+            all_none = r.get("all_none")
+            out.append(
+                Signal(
+                    kind="none-gradient",
+                    severity="error" if all_none else "warning",
+                    message=(f"optimizer.{r['api']}() received None gradients for {_names(names)}"
+                             + (": Keras raises 'No gradients provided for any variable'" if all_none else
+                                ": Keras skips them silently, so they are never trained")
+                             + ". Fix: find why the tape returns None for them (see the gradient call), or leave them out."),
+                    location=_loc(site),
+                    details={"api": r["api"], "variables": r["variables"], "count": r["count"], "all_none": bool(all_none)},
+                )
+            )
+            continue
+        by_reason: dict[str, list[dict[str, Any]]] = {}
+        for v in r["variables"]:
+            by_reason.setdefault(v["reason"], []).append(v)
+        parts = []
+        fixes = []
+        for reason, vs in by_reason.items():
+            dtype = vs[0].get("dtype")
+            parts.append(f"{_names([_vdesc(v) for v in vs])}: {REASON_TEXT.get(reason, reason).format(dtype=dtype)}")
+            fixes.append(FIX_TEXT.get(reason, ""))
+        n = len(r["variables"])
+        mode = "in eager mode" if r.get("eager") else "while tracing a tf.function (every call of that trace returns None)"
+        msg = (f"GradientTape.gradient returned None for {n} of {r.get('n_sources', n)} source(s) {mode} — "
+               + "; ".join(parts) + ". Fix: " + "; ".join(f for f in fixes if f) + ".")
+        out.append(
+            Signal(
+                kind="none-gradient",
+                severity="warning",
+                message=msg,
+                location=_loc(site),
+                details={
+                    "api": "GradientTape.gradient",
+                    "variables": r["variables"],
+                    "reasons": sorted(by_reason),
+                    "count": r["count"],
+                    "eager": r.get("eager"),
+                    "sources": r.get("n_sources"),
+                },
+            )
+        )
+    return out
+
+
+def _vdesc(v: dict[str, Any]) -> str:
+    shape = v.get("shape")
+    return f"'{v['name']}'" + (f" (shape {tuple(shape)})" if shape is not None else "")
+
+
+def _names(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# ------------------------------------------------------------------------- memory-growth
+def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
+    from tflint.runtime.memory import analyze
+
+    out = []
+    trends: dict[str, Any] = {}
+    series = {"host_rss": session.store.series("host_rss_bytes").downsample(400)}
+    if session.memory is not None:
+        for d, s in session.memory.tf_mem.items():
+            series[f"tf:{d}"] = s.downsample(400)
+    for name, pts in series.items():
+        trends[name] = analyze(pts)
+    metrics["memory_trend"] = trends
+    if "memory-growth" not in session.signals:
+        return out
+    growing = {k: t for k, t in trends.items() if t.get("growth")}
+    if not growing:
+        return out
+    name, t = max(growing.items(), key=lambda kv: kv[1]["slope_bytes_per_step"])
+    slope = t["slope_bytes_per_step"]
+    last_step = t["window_steps"][1]
+    projected = t["last_bytes"] + slope * PROJECT_STEPS
+    what = "host RSS" if name == "host_rss" else f"TensorFlow {name[3:]} allocator memory"
+    causes = _memory_causes(session, t)
+    msg = (f"{what} grows {_mib(slope)}/step ({_mib(t['growth_bytes'])} over steps {int(t['window_steps'][0])}–{int(last_step)}, "
+           f"after warm-up); at this rate it adds {_mib(slope * PROJECT_STEPS)} every {PROJECT_STEPS:,} steps "
+           f"(≈{_mib(projected)} after {PROJECT_STEPS:,} more steps).")
+    if causes:
+        msg += " Likely cause: " + "; ".join(c["text"] for c in causes) + "."
+    msg += (" Fix: do not keep per-step tensors/arrays alive (append float(loss) or loss.numpy(), not the tensor), "
+            "release persistent tapes (del tape), and stop retracing.")
+    src = session.steps.primary if session.steps is not None else None
+    site = getattr(src, "site", None) if src is not None else None
+    out.append(
+        Signal(
+            kind="memory-growth",
+            severity="warning",
+            message=msg,
+            location=_loc(site),
+            details={
+                "series": name,
+                "slope_bytes_per_step": slope,
+                "mk_z": t["mk_z"],
+                "growth_bytes": t["growth_bytes"],
+                "baseline_bytes": t["baseline_bytes"],
+                "projected_bytes_after_steps": {"steps": PROJECT_STEPS, "bytes": projected},
+                "window_steps": t["window_steps"],
+                "causes": causes,
+                "all_series": {k: {kk: vv for kk, vv in v.items()} for k, v in growing.items()},
+            },
+        )
+    )
+    return out
+
+
+def _memory_causes(session: Any, trend: dict[str, Any]) -> list[dict[str, Any]]:
+    causes: list[dict[str, Any]] = []
+    gh = session.gradients
+    if gh is not None:
+        n = gh.live_persistent_tapes()
+        if n:
+            causes.append({"kind": "persistent-tape", "count": n,
+                           "text": f"{n} persistent GradientTape(s) still alive (they keep every recorded tensor)"})
+    rt = session.retrace
+    if rt is not None and rt.retraces:
+        lo, hi = trend["window_steps"]
+        pts = session.store.series("retraces").downsample(400)
+        in_window = [p for p in pts if lo <= p[0] <= hi]
+        if len(in_window) >= 2 or (rt.retraces >= 5):
+            causes.append({"kind": "retrace", "count": rt.retraces,
+                           "text": f"{rt.retraces} retraces during the run (each new trace keeps a graph alive)"})
+    acc = _accumulated_containers(session)
+    if acc:
+        causes.append(acc)
+    return causes
+
+
+def _accumulated_containers(session: Any) -> dict[str, Any] | None:
+    """The largest Python list holding tensors/arrays (e.g. one appended per step). Run once,
+    at report time, only when growth was found."""
+    import gc
+
+    steps = session.steps.count if session.steps is not None else 0
+    if steps < 10:
+        return None
+    best = None
+    try:
+        for obj in gc.get_objects():
+            if type(obj) is not list or len(obj) < max(10, steps // 4):
+                continue
+            head = obj[-1]
+            tname = type(head).__name__
+            if tname in ("EagerTensor", "ndarray", "ResourceVariable") and (best is None or len(obj) > len(best[0])):
+                best = (obj, tname)
+    except Exception:  # noqa: BLE001
+        return None
+    if best is None:
+        return None
+    lst, tname = best
+    nbytes = 0
+    try:
+        for x in lst[-50:]:
+            nb = getattr(x, "nbytes", None)
+            if nb is None and hasattr(x, "shape"):
+                import math
+
+                nb = int(math.prod(int(d or 0) for d in x.shape)) * int(getattr(getattr(x, "dtype", None), "size", 4) or 4)
+            nbytes += int(nb or 0)
+        per = nbytes / min(50, len(lst))
+    except Exception:  # noqa: BLE001
+        per = 0
+    return {"kind": "accumulated-tensors", "count": len(lst), "type": tname, "bytes_each": per,
+            "text": f"a Python list holds {len(lst)} {tname} objects (≈{_mib(per)} each) — values appended every step"}
+
+
+# --------------------------------------------------------------------------- input-stall
+def _input_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
+    inp = session.input
+    if inp is None:
+        metrics["input_wait_share"] = {"overall": None, "series": []}
+        return []
+    summary = inp.summary()
+    metrics["input_wait_share"] = {"overall": summary.get("share"), "series": summary.get("series", [])}
+    metrics["input"] = {k: v for k, v in summary.items() if k not in ("series",)}
+    return inp.signals(summary) if "input-stall" in session.signals else []
+
+
+def _placement_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
+    pl = session.placement
+    if pl is None:
+        return []
+    try:
+        pl.collect()
+    except Exception as exc:  # noqa: BLE001
+        pl.fail(exc, "collect")
+    metrics["placement"] = pl.summary()
+    return pl.signals()
+
+
+# --------------------------------------------------------------------------------- main
+def build_report(session: Any, script: str = "<watch>", argv: list[str] | None = None,
+                 exit_code: int | None = None, duration_s: float | None = None) -> Report:
+    metrics: dict[str, Any] = {}
+    signals: list[Signal] = []
+    steps_summary = session.steps.summary() if session.steps is not None else {"steps": 0}
+    steps = int(steps_summary.get("steps") or 0)
+    metrics["steps"] = steps
+    metrics["step_source"] = steps_summary.get("source")
+    metrics["step_time_s"] = steps_summary.get("step_time_s", [])
+    metrics["mean_step_time_s"] = steps_summary.get("mean_step_time_s")
+    metrics["median_step_time_s"] = steps_summary.get("median_step_time_s")
+
+    # each builder is isolated: a bug in one never loses the others
+    def guarded(fn: Any, *args: Any) -> list[Signal]:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            metrics.setdefault("aggregation_errors", []).append(f"{getattr(fn, '__name__', fn)}: {type(exc).__name__}: {exc}")
+            return []
+
+    if "retrace" in session.signals:
+        signals += guarded(_retrace_signals, session)
+    if "none-gradient" in session.signals:
+        signals += guarded(_gradient_signals, session)
+    signals += guarded(_placement_signals, session, metrics)
+    signals += guarded(_input_signals, session, metrics)
+    metrics.setdefault("input_wait_share", {"overall": None, "series": []})
+    signals += guarded(_memory_signals, session, metrics)
+
+    metrics["host_rss_bytes"] = session.store.series("host_rss_bytes").downsample(200)
+    metrics["host_rss_source"] = session.memory.rss_source if session.memory is not None else None
+    metrics["device_memory_bytes"] = session.memory.tf_memory_summary() if session.memory is not None else {}
+    st = session.store
+    metrics["retraces"] = st.count("retrace.retraces")
+    metrics["traces"] = st.count("retrace.traces")
+    metrics["retraces_series"] = st.series("retraces").downsample(200)
+    try:
+        from tensorflow.python.eager.polymorphic_function import tracing_compilation
+
+        metrics["graph_building_time_s"] = tracing_compilation._graph_building_time_counter.get_cell().value() / 1e6
+    except Exception:  # noqa: BLE001
+        pass
+    metrics["gpu"] = session.gpu.summary() if session.gpu is not None else {"available": False, "reason": "not sampled"}
+    metrics["hooks"] = _hook_status(session)
+    if st.overflow:
+        metrics["dropped_records"] = dict(st.overflow)
+
+    order = {"error": 0, "warning": 1, "info": 2}
+    signals.sort(key=lambda s: (order.get(s.severity, 3), s.kind))
+    return Report(
+        tflint_version=__version__,
+        script=os.fspath(script),
+        argv=list(argv or []),
+        exit_code=exit_code,
+        duration_s=float(duration_s if duration_s is not None else session.elapsed()),
+        steps=steps,
+        signals=signals,
+        metrics=metrics,
+    )

@@ -1,0 +1,186 @@
+"""Common machinery of the runtime hooks: install, uninstall, self-disable, user call sites.
+
+A hook patches a few TensorFlow/Keras attributes (class methods, module lists). Each hook:
+
+* checks, at install time, that the private names it relies on exist; if one is missing it
+  records ``status="unavailable"`` with the reason and installs nothing;
+* restores every patched attribute to the exact object that was there before (``uninstall``);
+* never breaks the user's call: the original TensorFlow function always runs once, its result
+  (or exception) is passed through unchanged, and an exception raised by tflint's own code
+  disables the hook (``status="failed"``) and is recorded instead of propagating.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+_TFLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY_MARKERS = (
+    os.sep + "tensorflow" + os.sep,
+    os.sep + "tensorflow_core" + os.sep,
+    os.sep + "keras" + os.sep,
+    os.sep + "tf_keras" + os.sep,
+    os.sep + "absl" + os.sep,
+    os.sep + "tensorboard" + os.sep,
+    "__autograph_generated_file",
+)
+_STDLIB_NAMES = ("contextlib.py", "functools.py", "threading.py", "runpy.py")
+
+_is_library_cache: dict[str, bool] = {}
+
+
+def is_library_file(filename: str) -> bool:
+    """True for TensorFlow/Keras/absl/autograph-generated/tflint files and frozen modules."""
+    cached = _is_library_cache.get(filename)
+    if cached is not None:
+        return cached
+    result = (
+        filename.startswith("<frozen")
+        or filename == "<string>"
+        or filename.startswith(_TFLINT_DIR)
+        or any(m in filename for m in _LIBRARY_MARKERS)
+        or (os.path.basename(filename) in _STDLIB_NAMES and "site-packages" not in filename)
+    )
+    if len(_is_library_cache) < 4096:
+        _is_library_cache[filename] = result
+    return result
+
+
+def user_frame(frame: Any = None) -> tuple[str, int] | None:
+    """(file, line) of the first frame outside the libraries, walking outwards from ``frame``."""
+    f = frame if frame is not None else sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not is_library_file(fn):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+def user_site_tf_stack() -> tuple[str, int] | None:
+    """Like :func:`user_frame` but through TensorFlow's stack extractor, which maps frames of
+    autograph-converted code back to the user's source (inside ``tf.function``)."""
+    try:
+        from tensorflow.python.util import tf_stack
+
+        frames = tf_stack.extract_stack()
+        for fr in reversed(list(frames)):
+            if not is_library_file(fr.filename):
+                return fr.filename, int(fr.lineno)
+    except Exception:  # noqa: BLE001 - fall back to the Python stack
+        pass
+    return user_frame(sys._getframe(1))
+
+
+class Hook:
+    """Base class: subclasses set ``kind`` and implement ``check``/``_install``/``_uninstall``."""
+
+    kind = "?"
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.store = session.store
+        self.status = "ok"
+        self.reason: str | None = None
+        self.installed = False
+        self.active = False  # fast flag read by the wrappers
+        self._patches: list[tuple[Any, str, bool, Any]] = []
+        self._lock = threading.Lock()
+
+    # -- subclass API -------------------------------------------------------------------
+    def check(self) -> str | None:
+        """Return a reason string when the hook cannot work on this TensorFlow, else None."""
+        return None
+
+    def _install(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _uninstall(self) -> None:
+        pass
+
+    # -- machinery ----------------------------------------------------------------------
+    def install(self) -> None:
+        if self.installed or self.status in ("unavailable", "failed"):
+            return
+        try:
+            reason = self.check()
+        except Exception as exc:  # noqa: BLE001
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason:
+            self.status = "unavailable"
+            self.reason = reason
+            return
+        try:
+            self._install()
+        except Exception as exc:  # noqa: BLE001
+            self._restore_patches()
+            self.status = "failed"
+            self.reason = f"install failed: {type(exc).__name__}: {exc}"
+            return
+        self.installed = True
+        self.active = True
+
+    def uninstall(self) -> None:
+        self.active = False
+        if not self.installed:
+            return
+        try:
+            self._uninstall()
+        except Exception as exc:  # noqa: BLE001
+            if self.status == "ok":
+                self.status = "failed"
+                self.reason = f"uninstall failed: {type(exc).__name__}: {exc}"
+        self._restore_patches()
+        self.installed = False
+
+    def fail(self, exc: BaseException, where: str = "") -> None:
+        """Disable this hook after an internal error; the user's call is not affected."""
+        self.active = False
+        if self.status != "failed":
+            self.status = "failed"
+            self.reason = f"{where + ': ' if where else ''}{type(exc).__name__}: {exc}"
+
+    def patch(self, owner: Any, name: str, make_wrapper: Callable[[Any], Any]) -> None:
+        """Replace ``owner.name`` by ``make_wrapper(original)``; restored exactly on uninstall."""
+        had_own = name in getattr(owner, "__dict__", {})
+        saved = owner.__dict__[name] if had_own else None
+        original = getattr(owner, name)
+        wrapper = make_wrapper(original)
+        try:
+            wrapper.__wrapped__ = original
+            wrapper.__name__ = getattr(original, "__name__", name)
+            wrapper.__qualname__ = getattr(original, "__qualname__", name)
+            wrapper.__doc__ = getattr(original, "__doc__", None)
+        except (AttributeError, TypeError):
+            pass
+        setattr(owner, name, wrapper)
+        self._patches.append((owner, name, had_own, saved))
+
+    def _restore_patches(self) -> None:
+        while self._patches:
+            owner, name, had_own, saved = self._patches.pop()
+            try:
+                if had_own:
+                    setattr(owner, name, saved)
+                else:
+                    delattr(owner, name)
+            except Exception:  # noqa: BLE001 - best effort; keep restoring the others
+                pass
+
+    def status_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"status": self.status}
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+def missing_names(pairs: list[tuple[Any, str]]) -> str | None:
+    """Reason string naming the first missing attribute among ``(owner, name)`` pairs."""
+    for owner, name in pairs:
+        if not hasattr(owner, name):
+            owner_name = getattr(owner, "__qualname__", None) or getattr(owner, "__name__", repr(owner))
+            return f"{owner_name}.{name} not found in this TensorFlow/Keras version"
+    return None

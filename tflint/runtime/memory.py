@@ -1,0 +1,239 @@
+"""Memory sampling (host RSS, TensorFlow allocator stats) and the robust growth trend.
+
+Samples are taken on step ticks, at most every ``MIN_INTERVAL_S``: host RSS from
+``/proc/self/statm`` read through a file descriptor kept open (about 7 µs; reopening it each time
+costs ~15x more), falling back to ``resource.getrusage`` peak RSS elsewhere; and
+``tf.config.experimental.get_memory_info`` for ``CPU:0`` (works with oneDNN, counts allocations
+>= 256 KiB only) and ``GPU:0`` when present.
+
+The trend (``analyze``) drops the warm-up, downsamples, and combines a Theil–Sen slope with a
+Mann–Kendall test and a magnitude gate, so a clean run's slow creep, allocator steps and single
+spikes are not reported as growth.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from tflint.runtime.hookbase import Hook
+
+KIND = "memory-growth"
+MIN_INTERVAL_S = 0.01
+
+# growth gate (see analyze)
+WARMUP_FRACTION = 0.2
+MIN_SLOPE_BYTES_PER_STEP = 4 * 1024
+MIN_Z = 3.0
+MIN_TOTAL_GROWTH = 32 * 1024 * 1024
+MIN_GROWTH_FRACTION = 0.05
+MIN_POINTS = 12
+
+
+class MemorySampler(Hook):
+    kind = KIND
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self._fd: int | None = None
+        self._page = 4096
+        self._last = 0.0
+        self._tf_devices: list[str] = []
+        self._get_memory_info: Any = None
+        self.rss = self.store.series("host_rss_bytes", 512)
+        self.tf_mem: dict[str, Any] = {}
+        self.rss_source = "none"
+        self.samples = 0
+        self.baseline_rss: int | None = None
+
+    def check(self) -> str | None:
+        return None
+
+    def _install(self) -> None:
+        if self._fd is None:
+            try:
+                self._fd = os.open("/proc/self/statm", os.O_RDONLY)
+                self._page = os.sysconf("SC_PAGE_SIZE")
+                self.rss_source = "statm"
+            except (OSError, ValueError, AttributeError):
+                self._fd = None
+                try:
+                    import resource  # noqa: F401
+
+                    self.rss_source = "getrusage-peak"
+                except ImportError:
+                    self.rss_source = "none"
+        try:
+            import tensorflow as tf
+
+            gmi = tf.config.experimental.get_memory_info
+            devices = ["CPU:0"]
+            try:
+                if tf.config.list_logical_devices("GPU"):
+                    devices.append("GPU:0")
+            except Exception:  # noqa: BLE001
+                pass
+            ok = []
+            for d in devices:
+                try:
+                    gmi(d)
+                    ok.append(d)
+                    self.tf_mem.setdefault(d, self.store.series(f"tf_memory_bytes.{d}", 512))
+                except Exception as exc:  # noqa: BLE001 - e.g. oneDNN off: no CPU allocator stats
+                    self.store.values[f"tf_memory_unavailable.{d}"] = f"{type(exc).__name__}: {exc}".strip()[:200]
+            self._tf_devices = ok
+            self._get_memory_info = gmi
+        except Exception as exc:  # noqa: BLE001
+            self.store.values["tf_memory_unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
+        self.sample(0, force=True)
+
+    def _uninstall(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    def read_rss(self) -> int | None:
+        fd = self._fd
+        if fd is not None:
+            try:
+                data = os.pread(fd, 128, 0)
+                return int(data.split()[1]) * self._page
+            except (OSError, ValueError, IndexError):
+                return None
+        if self.rss_source == "getrusage-peak":
+            import resource
+
+            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        return None
+
+    def sample(self, step: int, now: float | None = None, force: bool = False) -> None:
+        if not self.active and not force:
+            return
+        now = time.perf_counter() if now is None else now
+        if not force and now - self._last < MIN_INTERVAL_S:
+            return
+        self._last = now
+        self.samples += 1
+        rss = self.read_rss()
+        if rss is not None:
+            self.rss.add(step, rss)
+            if self.baseline_rss is None:
+                self.baseline_rss = rss
+        gmi = self._get_memory_info
+        if gmi is not None:
+            for d in self._tf_devices:
+                try:
+                    self.tf_mem[d].add(step, gmi(d)["current"])
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def tf_memory_summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        gmi = self._get_memory_info
+        for d in self._tf_devices:
+            entry: dict[str, Any] = {"series": self.tf_mem[d].downsample(200)}
+            try:
+                info = gmi(d)
+                entry["current"] = int(info["current"])
+                entry["peak"] = int(info["peak"])
+            except Exception:  # noqa: BLE001
+                pass
+            out[d] = entry
+        for k, v in self.store.values.items():
+            if k.startswith("tf_memory_unavailable."):
+                out[k.split(".", 1)[1]] = {"available": False, "reason": v}
+        return out
+
+
+# ---------------------------------------------------------------------------- trend
+def theil_sen(xs: list[float], ys: list[float]) -> float:
+    slopes = []
+    n = len(xs)
+    for i in range(n):
+        xi, yi = xs[i], ys[i]
+        for j in range(i + 1, n):
+            dx = xs[j] - xi
+            if dx:
+                slopes.append((ys[j] - yi) / dx)
+    if not slopes:
+        return 0.0
+    slopes.sort()
+    m = len(slopes)
+    return slopes[m // 2] if m % 2 else 0.5 * (slopes[m // 2 - 1] + slopes[m // 2])
+
+
+def mann_kendall_z(ys: list[float]) -> float:
+    n = len(ys)
+    if n < 3:
+        return 0.0
+    s = 0
+    for i in range(n):
+        yi = ys[i]
+        for j in range(i + 1, n):
+            d = ys[j] - yi
+            s += (d > 0) - (d < 0)
+    # variance with tie correction
+    counts: dict[float, int] = {}
+    for y in ys:
+        counts[y] = counts.get(y, 0) + 1
+    var = n * (n - 1) * (2 * n + 5)
+    for t in counts.values():
+        if t > 1:
+            var -= t * (t - 1) * (2 * t + 5)
+    var /= 18.0
+    if var <= 0:
+        return 0.0
+    if s > 0:
+        return (s - 1) / math.sqrt(var)
+    if s < 0:
+        return (s + 1) / math.sqrt(var)
+    return 0.0
+
+
+def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: int = 200) -> dict[str, Any]:
+    """Trend of a (step, bytes) series: slope per step, MK z, growth, verdict."""
+    pts = [(float(x), float(y)) for x, y in points]
+    out: dict[str, Any] = {"points": len(pts), "growth": False}
+    if len(pts) < MIN_POINTS:
+        out["reason"] = f"too few samples ({len(pts)})"
+        return out
+    # drop warm-up: the first 20% of the steps
+    x0, x1 = pts[0][0], pts[-1][0]
+    cut = x0 + WARMUP_FRACTION * (x1 - x0)
+    body = [p for p in pts if p[0] >= cut]
+    if len(body) < MIN_POINTS:
+        body = pts[int(len(pts) * WARMUP_FRACTION) :]
+    if len(body) > max_points:
+        stride = len(body) / max_points
+        body = [body[int(i * stride)] for i in range(max_points)]
+    xs = [p[0] for p in body]
+    ys = [p[1] for p in body]
+    if xs[-1] <= xs[0]:
+        out["reason"] = "no step progress"
+        return out
+    slope = theil_sen(xs, ys)
+    z = mann_kendall_z(ys)
+    baseline = sorted(ys[: max(1, len(ys) // 10)])[len(ys[: max(1, len(ys) // 10)]) // 2]
+    growth = slope * (xs[-1] - xs[0])
+    out.update(
+        {
+            "slope_bytes_per_step": slope,
+            "mk_z": z,
+            "baseline_bytes": baseline,
+            "growth_bytes": growth,
+            "window_steps": [xs[0], xs[-1]],
+            "last_bytes": ys[-1],
+        }
+    )
+    gate = max(MIN_TOTAL_GROWTH, MIN_GROWTH_FRACTION * baseline)
+    out["min_growth_bytes"] = gate
+    out["growth"] = bool(slope > MIN_SLOPE_BYTES_PER_STEP and z > MIN_Z and growth > gate)
+    return out
