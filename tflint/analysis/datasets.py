@@ -1,12 +1,31 @@
 """tf.data chains across statements.
 
-Minimal version: ``is_dataset(expr)`` tells whether an expression evaluates to a
-``tf.data.Dataset`` — a ``tf.data.*`` constructor, a method chain on one, or a name bound to one.
+A *chain* is what one dataset value was built from: the constructor (``tf.data.Dataset.range``,
+``tf.data.TFRecordDataset``, ``keras.utils.image_dataset_from_directory``...) and the ordered
+transformations applied to it (``map``, ``batch``, ``prefetch``...), each with its call node.
+Chains are followed through assignments in execution order, across statements
+(``ds = ds.map(f)`` on one line, ``ds = ds.prefetch(2)`` on another), through ``if``/``else``
+branches (a name then has several alternative chains), and through calls of functions of the
+module that return a dataset (``def make_ds(): ...; return ds`` then ``ds = make_ds()``).
+Parameters annotated ``tf.data.Dataset`` are datasets of unknown origin.
+
+Facts offered to rules:
+
+- ``is_dataset(expr)`` — whether an expression evaluates to a dataset;
+- ``chains_of(expr)`` — the alternative chains of an expression;
+- ``transformations`` — every dataset method call with the chains of its receiver;
+- ``consumptions`` — where datasets are consumed: ``for`` loops (also over ``enumerate(ds)``,
+  ``ds.as_numpy_iterator()``), ``iter(ds)``, and ``fit``/``evaluate``/``predict`` (``x=`` and
+  ``validation_data=``);
+- ``map_functions(call)`` — the function nodes a ``Dataset.map(...)`` call runs;
+- ``method_position(call)`` — where the method name of ``recv.method(...)`` starts, so a finding
+  on a multi-line chain points at its own line.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -16,34 +35,686 @@ DATASET_ROOTS = ("tensorflow.data.", "keras.utils.image_dataset_from_directory",
                  "keras.utils.text_dataset_from_directory", "keras.utils.timeseries_dataset_from_array",
                  "keras.preprocessing.image_dataset_from_directory")
 
+# Constructors that return a dataset.
+_ROOT_PREFIXES = ("tensorflow.data.Dataset.", "tensorflow.compat.v1.data.Dataset.")
+_ROOT_NAMES = frozenset(
+    {
+        "tensorflow.data.TFRecordDataset",
+        "tensorflow.data.TextLineDataset",
+        "tensorflow.data.FixedLengthRecordDataset",
+        "tensorflow.data.experimental.CsvDataset",
+        "tensorflow.data.experimental.SqlDataset",
+        "tensorflow.data.experimental.RandomDataset",
+        "tensorflow.data.experimental.Counter",
+        "tensorflow.data.experimental.load",
+        "tensorflow.data.experimental.sample_from_datasets",
+        "tensorflow.data.experimental.choose_from_datasets",
+        "tensorflow.data.experimental.from_list",
+    }
+)
+# Constructors that end their own pipeline with ``prefetch``.
+_PREFETCHING_ROOTS = frozenset(
+    {
+        "keras.utils.image_dataset_from_directory",
+        "keras.utils.text_dataset_from_directory",
+        "keras.utils.timeseries_dataset_from_array",
+        "keras.utils.audio_dataset_from_directory",
+        "keras.preprocessing.image_dataset_from_directory",
+        "keras.preprocessing.text_dataset_from_directory",
+        "keras.preprocessing.timeseries_dataset_from_array",
+        "tensorflow.data.experimental.make_csv_dataset",
+        "tensorflow.data.experimental.make_batched_features_dataset",
+        "tensorflow_datasets.load",
+    }
+)
+# Methods of ``tf.data.Dataset`` that return another dataset.
+DATASET_METHODS = frozenset(
+    {
+        "apply", "assert_cardinality", "batch", "bucket_by_sequence_length", "cache",
+        "concatenate", "enumerate", "filter", "filter_with_legacy_function", "flat_map",
+        "group_by_window", "ignore_errors", "interleave", "map", "map_with_legacy_function",
+        "padded_batch", "prefetch", "ragged_batch", "rebatch", "rejection_resample", "repeat",
+        "scan", "shard", "shuffle", "skip", "snapshot", "sparse_batch", "take", "take_while",
+        "unbatch", "unique", "window", "with_options",
+    }
+)
+# Methods that leave the data where it is and only cheaply reshape the stream: a pipeline
+# that prefetches and is then only changed this way still prefetches.
+_CHEAP_METHODS = frozenset(
+    {"take", "skip", "repeat", "with_options", "shard", "assert_cardinality", "cache", "enumerate"}
+)
+BATCHING_METHODS = frozenset({"batch", "padded_batch", "ragged_batch", "sparse_batch"})
+_DISTRIBUTE_METHODS = frozenset({"experimental_distribute_dataset", "distribute_datasets_from_function"})
+_ITER_WRAPPERS = frozenset({"iter", "enumerate", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "itertools.islice"})
+CONSUMING_MODEL_METHODS = frozenset({"fit", "evaluate", "predict"})
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One transformation: ``method`` called at ``node`` (the ``Call``)."""
+
+    method: str
+    node: ast.Call
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Chain:
+    """A dataset value: its origin and the transformations applied to it, in order.
+
+    ``kind`` is ``"constructor"`` (built by a tf.data constructor of this module),
+    ``"prefetching"`` (a constructor that ends with its own ``prefetch``, like
+    ``image_dataset_from_directory``) or ``"parameter"`` (a parameter annotated as a dataset:
+    its earlier transformations are unknown).
+    """
+
+    root: ast.AST
+    kind: str
+    steps: tuple[Step, ...] = ()
+
+    def extend(self, method: str, node: ast.Call) -> "Chain":
+        return Chain(self.root, self.kind, (*self.steps, Step(method, node)))
+
+    @property
+    def known(self) -> bool:
+        return self.kind in ("constructor", "prefetching")
+
+    @property
+    def line(self) -> int:
+        return getattr(self.root, "lineno", 0)
+
+    @property
+    def last_node(self) -> ast.AST:
+        return self.steps[-1].node if self.steps else self.root
+
+    def methods(self) -> list[str]:
+        return [s.method for s in self.steps]
+
+    def find(self, *methods: str) -> list[Step]:
+        return [s for s in self.steps if s.method in methods]
+
+    @property
+    def distributed(self) -> bool:
+        return any(s.method == "distribute" for s in self.steps)
+
+    def has_prefetch(self) -> bool:
+        """True when the pipeline ends up prefetching: a ``prefetch`` step (or
+        ``apply(prefetch_to_device(...))``), or a prefetching constructor followed only by
+        cheap steps."""
+        for s in self.steps:
+            if s.method == "prefetch":
+                return True
+            if s.method == "apply" and s.node.args and "prefetch" in ast.dump(s.node.args[0]):
+                return True
+        if self.kind == "prefetching":
+            return all(s.method in _CHEAP_METHODS for s in self.steps)
+        return False
+
+
+@dataclass(slots=True)
+class Consumption:
+    """Where a dataset is consumed.
+
+    ``kind``: ``"for"`` (``node`` is the ``For``), ``"iter"`` (``node`` is the ``iter(...)``
+    call), or the model method name ``"fit"``/``"evaluate"``/``"predict"`` (``node`` is the call).
+    ``expr`` is the dataset expression consumed and ``role`` how it is passed (``"x"`` or
+    ``"validation_data"`` for model methods, ``"iterable"`` otherwise).
+    """
+
+    node: ast.AST
+    kind: str
+    expr: ast.AST
+    chains: tuple[Chain, ...]
+    role: str = "iterable"
+
+
+@dataclass(slots=True)
+class Transformation:
+    """A dataset method call ``recv.method(...)`` and the chains of its receiver."""
+
+    node: ast.Call
+    method: str
+    receiver: tuple[Chain, ...]
+
+
+class _Env:
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent: "_Env | None" = None, vars: dict | None = None) -> None:
+        self.vars: dict[str, tuple[Chain, ...]] = vars if vars is not None else {}
+        self.parent = parent
+
+    def lookup(self, name: str) -> tuple[Chain, ...]:
+        env: _Env | None = self
+        while env is not None:
+            if name in env.vars:
+                return env.vars[name]
+            env = env.parent
+        return ()
+
+    def copy(self) -> "_Env":
+        return _Env(self.parent, dict(self.vars))
+
+    def merge(self, *others: "_Env") -> None:
+        keys = set(self.vars)
+        for o in others:
+            keys |= set(o.vars)
+        for k in keys:
+            out: list[Chain] = []
+            for o in others:
+                for c in (o.vars[k] if k in o.vars else self.lookup(k)):
+                    if c not in out:
+                        out.append(c)
+            self.vars[k] = tuple(out)
+
+
+@dataclass(slots=True)
+class _FuncInfo:
+    node: ast.AST
+    env: _Env  # the defining scope
+    state: int = 0  # 0 not analyzed, 1 in progress, 2 done
+    returns: list[Chain] = field(default_factory=list)
+
+
+def _dotted(expr: ast.AST) -> str | None:
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _union(*alts: tuple[Chain, ...]) -> tuple[Chain, ...]:
+    out: list[Chain] = []
+    for a in alts:
+        for c in a:
+            if c not in out:
+                out.append(c)
+    return tuple(out)
+
 
 class DatasetFacts:
     def __init__(self, analysis: "Analysis") -> None:
         self.a = analysis
-        self._assigned: dict[tuple[int, str], list[ast.AST]] = {}
-        for node in ast.walk(analysis.tree):
-            if isinstance(node, ast.Assign):
-                scope = analysis.enclosing_function(node)
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self._assigned.setdefault((id(scope), t.id), []).append(node.value)
+        self._done = False
+        self._values: dict[ast.AST, tuple[Chain, ...]] = {}
+        self._funcs: dict[ast.AST, _FuncInfo] = {}
+        self._func_stack: list[_FuncInfo] = []
+        self._no_consume: set[ast.AST] = set()
+        self._transformations: list[Transformation] = []
+        self._transform_by_node: dict[ast.AST, Transformation] = {}
+        self._consumptions: list[Consumption] = []
+        self._by_name: dict[str, list[ast.AST]] = {}
+        self._class_methods: dict[ast.ClassDef, dict[str, ast.AST]] = {}
 
-    def is_dataset(self, expr: ast.AST, _depth: int = 0) -> bool:
+    # -- public queries ------------------------------------------------------------------
+    def is_dataset(self, expr: ast.AST) -> bool:
+        self._ensure()
+        if expr in self._values:
+            return bool(self._values[expr])
+        return self._structural_is_dataset(expr)
+
+    def chains_of(self, expr: ast.AST) -> tuple[Chain, ...]:
+        self._ensure()
+        return self._values.get(expr, ())
+
+    @property
+    def transformations(self) -> list[Transformation]:
+        self._ensure()
+        return self._transformations
+
+    def transformation(self, call: ast.AST) -> Transformation | None:
+        self._ensure()
+        return self._transform_by_node.get(call)
+
+    @property
+    def consumptions(self) -> list[Consumption]:
+        self._ensure()
+        return self._consumptions
+
+    def map_functions(self, call: ast.Call) -> list[ast.AST]:
+        """Function nodes (``def`` or ``lambda``) of this module that a ``.map(...)`` runs."""
+        fn = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg in ("map_func", "predicate")), None
+        )
+        if fn is None:
+            return []
+        return self.resolve_callable(fn, call)
+
+    def resolve_callable(self, expr: ast.AST, at: ast.AST) -> list[ast.AST]:
+        if isinstance(expr, ast.Lambda):
+            return [expr]
+        if isinstance(expr, ast.Call):
+            if expr.args and self.a.call_name(expr) in ("functools.partial", "tensorflow.function"):
+                return self.resolve_callable(expr.args[0], at)
+            return []
+        if isinstance(expr, ast.Name):
+            if expr.id in self.a.imports.aliases:
+                return []
+            return self._lookup_def(expr.id, at)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
+            cls = self.a.enclosing_class(at)
+            if cls is not None:
+                m = self._methods_of(cls).get(expr.attr)
+                return [m] if m is not None else []
+        return []
+
+    def method_position(self, call: ast.Call) -> tuple[int, int]:
+        """(line, col) of the method name in ``recv.method(...)``; the call's start otherwise."""
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            return call.lineno, call.col_offset
+        lines = self.a.source.splitlines()
+        if not lines:
+            return func.lineno, func.col_offset
+        line, col = func.value.end_lineno, func.value.end_col_offset
+        # Scan forward to the attribute name, past ")", whitespace, line continuations and comments.
+        while line - 1 < len(lines):
+            text = lines[line - 1]
+            while col < len(text):
+                ch = text[col]
+                if text.startswith(func.attr, col) and (col == 0 or not (text[col - 1].isalnum() or text[col - 1] == "_")):
+                    return line, col
+                if ch == "#":
+                    break
+                col += 1
+            line += 1
+            col = 0
+        return func.lineno, func.col_offset
+
+    # -- analysis ------------------------------------------------------------------------
+    def _ensure(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for node in ast.walk(self.a.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._by_name.setdefault(node.name, []).append(node)
+        module_env = _Env()
+        self._block(self.a.tree.body, module_env)
+        # Functions never called from analyzed code are analyzed on their own.
+        while True:
+            pending = [f for f in self._funcs.values() if f.state == 0]
+            if not pending:
+                break
+            for f in pending:
+                self._analyze_function(f)
+
+    def _lookup_def(self, name: str, at: ast.AST) -> list[ast.AST]:
+        for anc in self.a.ancestors(at):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                for stmt in anc.body:
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                        return [stmt]
+        return []
+
+    def _methods_of(self, cls: ast.ClassDef) -> dict[str, ast.AST]:
+        cached = self._class_methods.get(cls)
+        if cached is not None:
+            return cached
+        out: dict[str, ast.AST] = {}
+        by_name = {c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)}
+        todo, seen = [cls], set()
+        while todo:
+            c = todo.pop(0)
+            if c.name in seen:
+                continue
+            seen.add(c.name)
+            for stmt in c.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.setdefault(stmt.name, stmt)
+            todo.extend(by_name[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in by_name)
+        self._class_methods[cls] = out
+        return out
+
+    def _register_function(self, node: ast.AST, env: _Env) -> None:
+        if node not in self._funcs:
+            self._funcs[node] = _FuncInfo(node, env)
+
+    def _analyze_function(self, info: _FuncInfo) -> list[Chain]:
+        if info.state == 2:
+            return info.returns
+        if info.state == 1:  # recursion
+            return []
+        info.state = 1
+        node = info.node
+        env = _Env(parent=info.env)
+        args = node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is None:
+                continue
+            chains: tuple[Chain, ...] = ()
+            ann = getattr(arg, "annotation", None)
+            if ann is not None:
+                q = self.a.qualname(ann) or ""
+                if q in ("tensorflow.data.Dataset", "tensorflow.compat.v1.data.Dataset"):
+                    chains = (Chain(arg, "parameter"),)
+            env.vars[arg.arg] = chains
+        self._func_stack.append(info)
+        try:
+            if isinstance(node, ast.Lambda):
+                info.returns = list(self._eval(node.body, env))
+            else:
+                self._block(node.body, env)
+        finally:
+            self._func_stack.pop()
+        info.state = 2
+        return info.returns
+
+    # statements
+    def _block(self, stmts: list[ast.stmt], env: _Env) -> None:
+        for s in stmts:
+            self._stmt(s, env)
+
+    def _stmt(self, s: ast.stmt, env: _Env) -> None:
+        if isinstance(s, ast.Assign):
+            value = self._eval(s.value, env)
+            for t in s.targets:
+                self._bind(t, value, env, s.value)
+        elif isinstance(s, ast.AnnAssign):
+            value = self._eval(s.value, env) if s.value is not None else ()
+            self._eval_children(s.annotation, env)
+            if s.value is not None:
+                self._bind(s.target, value, env, s.value)
+        elif isinstance(s, ast.AugAssign):
+            self._eval(s.value, env)
+            self._eval(s.target, env)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self._for(s, env)
+        elif isinstance(s, ast.While):
+            self._eval(s.test, env)
+            body = env.copy()
+            self._block(s.body, body)
+            orelse = env.copy()
+            self._block(s.orelse, orelse)
+            env.merge(env.copy(), body, orelse)
+        elif isinstance(s, ast.If):
+            self._eval(s.test, env)
+            then, other = env.copy(), env.copy()
+            self._block(s.body, then)
+            self._block(s.orelse, other)
+            env.merge(then, other)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                self._eval(item.context_expr, env)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, (), env, None)
+            self._block(s.body, env)
+        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self._block(s.body, env)
+            branches = [env.copy()]
+            for h in s.handlers:
+                if h.type is not None:
+                    self._eval(h.type, env)
+                b = env.copy()
+                self._block(h.body, b)
+                branches.append(b)
+            other = env.copy()
+            self._block(s.orelse, other)
+            branches[0] = other
+            env.merge(*branches)
+            self._block(s.finalbody, env)
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in s.decorator_list:
+                self._eval(d, env)
+            for d in (*s.args.defaults, *[d for d in s.args.kw_defaults if d is not None]):
+                self._eval(d, env)
+            self._register_function(s, env)
+            env.vars[s.name] = ()
+        elif isinstance(s, ast.ClassDef):
+            for b in (*s.bases, *s.decorator_list):
+                self._eval(b, env)
+            self._block(s.body, _Env(parent=env))
+            env.vars[s.name] = ()
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                value = self._eval(s.value, env)
+                if self._func_stack:
+                    ret = self._func_stack[-1].returns
+                    for c in value:
+                        if c not in ret:
+                            ret.append(c)
+        elif isinstance(s, ast.Expr):
+            self._eval(s.value, env)
+        elif hasattr(ast, "Match") and isinstance(s, ast.Match):
+            self._eval(s.subject, env)
+            branches = []
+            for case in s.cases:
+                b = env.copy()
+                self._block(case.body, b)
+                branches.append(b)
+            if branches:
+                env.merge(env.copy(), *branches)
+        else:
+            self._eval_children(s, env)
+
+    def _for(self, s: ast.For | ast.AsyncFor, env: _Env) -> None:
+        candidates = self._iterated(s.iter)
+        self._eval(s.iter, env)
+        for expr in candidates:
+            chains = self._values.get(expr, ())
+            if chains:
+                self._consumptions.append(Consumption(s, "for", expr, chains))
+        self._bind(s.target, (), env, None)
+        body = env.copy()
+        self._block(s.body, body)
+        orelse = env.copy()
+        self._block(s.orelse, orelse)
+        env.merge(env.copy(), body, orelse)
+
+    def _iterated(self, expr: ast.AST) -> list[ast.AST]:
+        """The expressions a ``for`` loop over ``expr`` actually iterates: ``enumerate(ds)``,
+        ``zip(a, b)``, ``iter(ds)``, ``tqdm(ds)``, ``ds.as_numpy_iterator()`` unwrap."""
+        out = [expr]
+        if isinstance(expr, ast.Call):
+            f = expr.func
+            name = f.id if isinstance(f, ast.Name) and self.a.qualname(f) is None else self.a.qualname(f)
+            if name in _ITER_WRAPPERS:
+                self._no_consume.add(expr)
+                out = []
+                for arg in expr.args:
+                    out.extend(self._iterated(arg))
+            elif isinstance(f, ast.Attribute) and f.attr in ("as_numpy_iterator", "__iter__"):
+                self._no_consume.add(expr)
+                out = [f.value]
+        return out
+
+    def _bind(self, target: ast.AST, value: tuple[Chain, ...], env: _Env, value_expr: ast.AST | None) -> None:
+        if isinstance(target, ast.Name):
+            env.vars[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            # ``train_ds, val_ds = image_dataset_from_directory(..., subset="both")``: every
+            # element of a multi-dataset constructor is a dataset of the same origin.
+            multi = value and all(c.kind == "prefetching" and not c.steps for c in value)
+            for elt in target.elts:
+                if isinstance(elt, ast.Starred):
+                    elt = elt.value
+                self._bind(elt, value if multi else (), env, None)
+        elif isinstance(target, ast.Attribute):
+            self._eval(target.value, env)
+            key = _dotted(target)
+            if key is not None:
+                env.vars[key] = value
+        elif isinstance(target, ast.Subscript):
+            self._eval(target.value, env)
+            self._eval(target.slice, env)
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, (), env, None)
+
+    # expressions
+    def _eval_children(self, node: ast.AST, env: _Env) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self._eval(child, env)
+            elif isinstance(child, (ast.keyword, ast.comprehension, ast.arguments, ast.withitem)):
+                self._eval_children(child, env)
+            elif isinstance(child, ast.stmt):
+                self._stmt(child, env)
+
+    def _eval(self, expr: ast.AST | None, env: _Env) -> tuple[Chain, ...]:
+        if expr is None:
+            return ()
+        if expr in self._values:
+            return self._values[expr]
+        self._values[expr] = ()  # guards against cycles
+        result = self._compute(expr, env)
+        self._values[expr] = result
+        return result
+
+    def _compute(self, expr: ast.AST, env: _Env) -> tuple[Chain, ...]:
+        if isinstance(expr, ast.Name):
+            return env.lookup(expr.id) if isinstance(expr.ctx, ast.Load) else ()
+        if isinstance(expr, ast.Attribute):
+            self._eval(expr.value, env)
+            key = _dotted(expr)
+            return env.lookup(key) if key is not None else ()
+        if isinstance(expr, ast.Call):
+            return self._call(expr, env)
+        if isinstance(expr, ast.IfExp):
+            self._eval(expr.test, env)
+            return _union(self._eval(expr.body, env), self._eval(expr.orelse, env))
+        if isinstance(expr, ast.NamedExpr):
+            value = self._eval(expr.value, env)
+            self._bind(expr.target, value, env, expr.value)
+            return value
+        if isinstance(expr, ast.Lambda):
+            for d in (*expr.args.defaults, *[d for d in expr.args.kw_defaults if d is not None]):
+                self._eval(d, env)
+            self._register_function(expr, env)
+            self._analyze_function(self._funcs[expr])
+            return ()
+        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            inner = _Env(parent=env)
+            for gen in expr.generators:
+                self._eval(gen.iter, inner)
+                self._bind(gen.target, (), inner, None)
+                for cond in gen.ifs:
+                    self._eval(cond, inner)
+            for part in ("elt", "key", "value"):
+                sub = getattr(expr, part, None)
+                if sub is not None:
+                    self._eval(sub, inner)
+            return ()
+        self._eval_children(expr, env)
+        return ()
+
+    def _call(self, call: ast.Call, env: _Env) -> tuple[Chain, ...]:
+        func = call.func
+        receiver: tuple[Chain, ...] = ()
+        if isinstance(func, ast.Attribute):
+            receiver = self._eval(func.value, env)
+        else:
+            self._eval(func, env)
+        args = [self._eval(a, env) for a in call.args]
+        kwargs = {k.arg: self._eval(k.value, env) for k in call.keywords}
+
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            if receiver and attr in DATASET_METHODS:
+                t = Transformation(call, attr, receiver)
+                self._transformations.append(t)
+                self._transform_by_node[call] = t
+                return tuple(c.extend(attr, call) for c in receiver)
+            if attr in _DISTRIBUTE_METHODS and args and args[0]:
+                return tuple(c.extend("distribute", call) for c in args[0])
+            if attr in CONSUMING_MODEL_METHODS:
+                self._model_consumption(call, attr)
+                return ()
+
+        q = self.a.call_name(call)
+        if q:
+            if q in _PREFETCHING_ROOTS:
+                if q == "tensorflow_datasets.load" and not any(k.arg == "split" for k in call.keywords):
+                    return ()
+                return (Chain(call, "prefetching"),)
+            if q.startswith(_ROOT_PREFIXES) or q in _ROOT_NAMES:
+                return (Chain(call, "constructor"),)
+        if isinstance(func, ast.Name) and func.id == "iter" and self.a.qualname(func) is None:
+            if call.args and args[0] and call not in self._no_consume:
+                self._consumptions.append(Consumption(call, "iter", call.args[0], args[0]))
+            return ()
+        # A function of this module that returns a dataset.
+        targets = self.resolve_callable(func, call) if isinstance(func, (ast.Name, ast.Attribute)) else []
+        out: tuple[Chain, ...] = ()
+        for t in targets:
+            info = self._funcs.get(t)
+            if info is None:
+                # Defined later in execution order than the call site is analyzed (a method, or a
+                # function nested elsewhere): analyze it with its defining scope unknown.
+                info = _FuncInfo(t, _Env())
+                self._funcs[t] = info
+            out = _union(out, tuple(self._analyze_function(info)))
+        return out
+
+    def _model_consumption(self, call: ast.Call, attr: str) -> None:
+        cands: list[tuple[ast.AST, str]] = []
+        if call.args:
+            cands.append((call.args[0], "x"))
+        for k in call.keywords:
+            if k.arg == "x":
+                cands.append((k.value, "x"))
+            elif k.arg == "validation_data" and attr == "fit":
+                cands.append((k.value, "validation_data"))
+        for expr, role in cands:
+            chains = self._values.get(expr, ())
+            if chains:
+                self._consumptions.append(Consumption(call, attr, expr, chains, role))
+
+    # -- fallback for nodes the flow walk did not reach ------------------------------------
+    def _structural_is_dataset(self, expr: ast.AST, _depth: int = 0) -> bool:
         if _depth > 20:
             return False
         node = expr
-        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DATASET_METHODS:
             node = node.func.value
         if isinstance(node, ast.Call):
             q = self.a.call_name(node)
-            return bool(q) and q.startswith(DATASET_ROOTS)
-        if isinstance(node, ast.Name):
-            scope = self.a.enclosing_function(node)
-            for value in self._assigned.get((id(scope), node.id), []):
-                if value is not expr and self.is_dataset(value, _depth + 1):
-                    return True
-            return False
-        if isinstance(node, ast.Attribute):
-            q = self.a.qualname(node)
-            return bool(q) and q.startswith(DATASET_ROOTS)
+            return bool(q) and (q.startswith(_ROOT_PREFIXES) or q in _ROOT_NAMES or q in _PREFETCHING_ROOTS)
+        if isinstance(node, ast.Name) and node in self._values:
+            return bool(self._values[node])
         return False
+
+
+def _iter_calls(func: ast.AST):
+    """Calls in a function body, nested functions excluded (a lambda's body included)."""
+    body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def functions_run_by(facts: DatasetFacts, funcs: list[ast.AST], depth: int = 3) -> list[ast.AST]:
+    """``funcs`` and the functions of the module they call, transitively (``depth`` levels)."""
+    out: list[ast.AST] = []
+    frontier = list(funcs)
+    for _ in range(depth + 1):
+        nxt: list[ast.AST] = []
+        for f in frontier:
+            if f in out:
+                continue
+            out.append(f)
+            for call in _iter_calls(f):
+                if isinstance(call.func, (ast.Name, ast.Attribute)):
+                    for g in facts.resolve_callable(call.func, call) if not isinstance(call.func, ast.Lambda) else []:
+                        if g not in out and not isinstance(g, ast.Lambda):
+                            nxt.append(g)
+        frontier = nxt
+    return out
+
+
+def calls_in(func: ast.AST):
+    """Public alias of the body walk used by rules."""
+    return _iter_calls(func)

@@ -1,0 +1,453 @@
+"""TFL4xx: tf.data input pipelines that starve the accelerator or feed it the wrong data."""
+
+from __future__ import annotations
+
+import ast
+from types import SimpleNamespace
+
+from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by
+from tflint.finding import Edit, Fix, Severity
+from tflint.rules._fixes import tensorflow_alias
+from tflint.rules.base import Rule, RuleContext
+
+_EAGER_WRAPPERS = frozenset(
+    {
+        "tensorflow.py_function",
+        "tensorflow.numpy_function",
+        "tensorflow.compat.v1.py_func",
+        "tensorflow.compat.v1.py_function",
+        "tensorflow.compat.v1.numpy_function",
+        "tensorflow.experimental.numpy_function",
+    }
+)
+_RANDOM_PREFIXES = (
+    "tensorflow.random.",
+    "tensorflow.image.random_",
+    "tensorflow.image.stateless_random_",
+    "tensorflow.compat.v1.random_",
+    "tensorflow.compat.v1.image.random_",
+    "keras.random.",
+    "keras.layers.Random",
+    "keras.layers.experimental.preprocessing.Random",
+    "keras_cv.layers.Rand",
+)
+_RANDOM_EXACT = frozenset(
+    {
+        "tensorflow.random_uniform",
+        "tensorflow.random_normal",
+        "tensorflow.nn.dropout",
+        "keras.layers.RandAugment",
+        "keras.layers.AugMix",
+        "keras.layers.MixUp",
+        "keras.layers.CutMix",
+        "keras.layers.RandomErasing",
+        "keras.layers.RandomGrayscale",
+    }
+)
+_NOT_RANDOM = frozenset({"tensorflow.random.set_seed", "keras.random.SeedGenerator"})
+_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
+
+
+def _method_span(ctx: RuleContext, call: ast.Call) -> SimpleNamespace:
+    line, col = ctx.analysis.datasets.method_position(call)
+    return SimpleNamespace(lineno=line, col_offset=col)
+
+
+def _is_random_name(q: str | None) -> bool:
+    if not q or q in _NOT_RANDOM:
+        return False
+    return q.startswith(_RANDOM_PREFIXES) or q in _RANDOM_EXACT
+
+
+class _RandomOps:
+    """Whether a function (and what it calls in the module) draws random numbers per element."""
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self.ctx = ctx
+        self.a = ctx.analysis
+        self._values: dict[str, list[ast.AST]] | None = None
+
+    def _assigned(self) -> dict[str, list[ast.AST]]:
+        if self._values is None:
+            vals: dict[str, list[ast.AST]] = {}
+            for node in ast.walk(self.a.tree):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        if isinstance(t, ast.Name):
+                            vals.setdefault(t.id, []).append(node.value)
+                        elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            vals.setdefault("self." + t.attr, []).append(node.value)
+            self._values = vals
+        return self._values
+
+    def is_random_layer(self, expr: ast.AST, depth: int = 0) -> bool:
+        if depth > 4 or not isinstance(expr, ast.Call):
+            return False
+        q = self.a.call_name(expr)
+        if _is_random_name(q):
+            return True
+        if q in _SEQUENTIAL:
+            layers = expr.args[0] if expr.args else next((k.value for k in expr.keywords if k.arg == "layers"), None)
+            if isinstance(layers, (ast.List, ast.Tuple)):
+                return any(self.is_random_layer(e, depth + 1) for e in layers.elts)
+        return False
+
+    def random_call(self, funcs: list[ast.AST]) -> ast.Call | None:
+        """The first call that draws random numbers in ``funcs`` (and the functions they call)."""
+        for f in functions_run_by(self.a.datasets, funcs):
+            for call in calls_in(f):
+                if _is_random_name(self.a.call_name(call)):
+                    return call
+                callee = call.func
+                if isinstance(callee, ast.Call) and self.is_random_layer(callee):
+                    return call
+                key = None
+                if isinstance(callee, ast.Name):
+                    key = callee.id
+                elif isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id == "self":
+                    key = "self." + callee.attr
+                if key and any(self.is_random_layer(v) for v in self._assigned().get(key, ())):
+                    return call
+        return None
+
+
+class DatasetWithoutPrefetch(Rule):
+    code = "TFL401"
+    name = "dataset-without-prefetch"
+    severity = Severity.WARNING
+    fixable = True
+    summary = "A dataset is iterated or passed to `fit`/`evaluate` without `.prefetch()`"
+    what = (
+        "Checks for tf.data pipelines that are consumed (iterated with `for` or `iter()`, or "
+        "passed to `fit`/`evaluate`) while no step of the pipeline prefetches. The chain is "
+        "followed across statements and through functions of the module that return it."
+    )
+    why = (
+        "Without `prefetch`, tf.data produces the next batch only when the training step asks "
+        "for it: reading, decoding and batching run one after the other with the step, and the "
+        "accelerator sits idle while the input pipeline works. `prefetch` overlaps the two by "
+        "preparing batches in the background."
+    )
+    example = (
+        "ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "ds = ds.batch(64)\n"
+        "model.fit(ds, epochs=10)\n"
+    )
+    use_instead = (
+        "ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "ds = ds.batch(64).prefetch(tf.data.AUTOTUNE)\n"
+        "model.fit(ds, epochs=10)\n"
+    )
+    fix_safety = (
+        "The fix appends `.prefetch(tf.data.AUTOTUNE)` (with the module's own TensorFlow alias, "
+        "adding `import tensorflow as tf` when there is none) to the last transformation of the "
+        "chain. Prefetching does not change the elements, so the fix is safe. There is no fix "
+        "when the chain ends differently on different branches."
+    )
+    VALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8)\nds = ds.prefetch(tf.data.AUTOTUNE)\nfor x in ds:\n    pass\n",
+        "import tensorflow as tf\n\ndef make_ds(x, y):\n    ds = tf.data.Dataset.from_tensor_slices((x, y))\n    ds = ds.batch(32)\n    return ds.prefetch(2)\n\ndef train(model, x, y):\n    model.fit(make_ds(x, y), epochs=3)\n",
+        "from tensorflow import keras\n\ntrain_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)\nmodel = keras.Sequential([keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(10)])\nmodel.fit(train_ds, epochs=5)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).batch(2)\nfor x in ds.take(1):\n    print(x.shape)\n",
+        "import tensorflow as tf\n\ndef evaluate(model, ds: tf.data.Dataset):\n    return model.evaluate(ds.batch(8))\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100)\nds = ds.batch(8)\nfor x in ds:  # expect: TFL401\n    pass\n",
+        "import tensorflow as tf\n\ndef make_ds(x, y):\n    ds = tf.data.Dataset.from_tensor_slices((x, y))\n    return ds.shuffle(1000).batch(32)\n\ndef train(model, x, y):\n    train_ds = make_ds(x, y)\n    model.fit(train_ds, epochs=3)  # expect: TFL401\n",
+        "import tensorflow as tensorflow_lib\n\nfiles = ['a.tfrecord']\nds = tensorflow_lib.data.TFRecordDataset(files).batch(4)\nit = iter(ds)  # expect: TFL401\nbatch = next(it)\n",
+        "from tensorflow import keras\n\ntrain_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)\ntrain_ds = train_ds.map(lambda x, y: (x / 255.0, y))\nmodel = keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(10)])\nmodel.fit(train_ds, epochs=5)  # expect: TFL401\n",
+    ]
+
+    _VERBS = {"for": "iterated", "iter": "iterated", "fit": "passed to `fit()`", "evaluate": "passed to `evaluate()`"}
+
+    def check(self, ctx: RuleContext) -> None:
+        facts = ctx.analysis.datasets
+        fixed: set[ast.AST] = set()
+        seen: set[tuple[int, int]] = set()
+        for cons in facts.consumptions:
+            if cons.kind not in self._VERBS:
+                continue
+            chains = cons.chains
+            if not all(c.known and c.steps for c in chains):
+                continue
+            if any(c.has_prefetch() or c.distributed for c in chains):
+                continue
+            if cons.kind == "for" and all(c.steps[-1].method == "take" for c in chains):
+                continue  # a look at the first batches, not a training loop
+            key = (id(cons.node), id(cons.expr))
+            if key in seen:
+                continue
+            seen.add(key)
+            alias, import_edits = tensorflow_alias(ctx)
+            lasts = {c.last_node for c in chains}
+            fix = None
+            last = next(iter(lasts))
+            if len(lasts) == 1 and isinstance(last, ast.Call) and last not in fixed:
+                fixed.add(last)
+                fix = Fix(
+                    message=f"Append `.prefetch({alias}.data.AUTOTUNE)`",
+                    edits=(
+                        Edit(last.end_lineno, last.end_col_offset, last.end_lineno, last.end_col_offset,
+                             f".prefetch({alias}.data.AUTOTUNE)"),
+                        *import_edits,
+                    ),
+                )
+            verb = self._VERBS[cons.kind]
+            if cons.role == "validation_data":
+                verb = "passed to `fit(validation_data=...)`"
+            built = chains[0].line
+            last_line = facts.method_position(last)[0] if isinstance(last, ast.Call) else last.lineno
+            node = cons.node
+            end = node.iter if isinstance(node, (ast.For, ast.AsyncFor)) else node
+            ctx.report(
+                node,
+                f"Dataset built on line {built} is {verb} without `.prefetch()`: the accelerator "
+                f"waits while each batch is prepared. Append `.prefetch({alias}.data.AUTOTUNE)` "
+                f"to the pipeline (last step on line {last_line})",
+                fix=fix,
+                end_node=end,
+            )
+
+
+class MapWithoutParallelCalls(Rule):
+    code = "TFL402"
+    name = "map-without-num-parallel-calls"
+    severity = Severity.WARNING
+    fixable = True
+    summary = "`Dataset.map(fn)` without `num_parallel_calls` runs on one element at a time"
+    what = "Checks for `Dataset.map(...)` calls on a tf.data dataset that do not pass `num_parallel_calls`."
+    why = (
+        "By default `map` applies the function to one element at a time, on one thread: "
+        "decoding, resizing and augmenting become a sequential bottleneck while the other CPU "
+        "cores stay idle, and the accelerator waits for input. `num_parallel_calls` lets "
+        "tf.data process several elements in parallel, tuned automatically with `AUTOTUNE`."
+    )
+    example = "ds = ds.map(decode_and_resize)\n"
+    use_instead = "ds = ds.map(decode_and_resize, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    fix_safety = (
+        "The fix adds `num_parallel_calls=tf.data.AUTOTUNE` (with the module's own TensorFlow "
+        "alias). The output order is kept (`deterministic` defaults to true), so the fix is "
+        "safe; a map function with Python side effects may see them run concurrently."
+    )
+    VALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x + 1, 4)\n",
+        "results = {'a': 1}\nsquares = map(lambda v: v * v, [1, 2, 3])\nrows = results.map(str) if hasattr(results, 'map') else None\n",
+        "import pandas as pd\nimport tensorflow as tf\n\ndf = pd.DataFrame({'a': [1, 2]})\ndf['b'] = df['a'].map(str)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: x * 2)  # expect: TFL402\n",
+        "import tensorflow as tf\n\ndef parse(record):\n    return tf.io.parse_tensor(record, tf.float32)\n\ndef make(files):\n    ds = tf.data.TFRecordDataset(files)\n    return (\n        ds.shuffle(100)\n        .map(parse)  # expect: TFL402\n        .batch(32)\n    )\n",
+        "from tensorflow import keras\n\nds = keras.utils.image_dataset_from_directory('data/')\nds = ds.map(lambda x, y: (x / 255.0, y))  # expect: TFL402\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        for t in ctx.analysis.datasets.transformations:
+            if t.method != "map":
+                continue
+            call = t.node
+            if len(call.args) >= 2 or any(k.arg is None or k.arg == "num_parallel_calls" for k in call.keywords):
+                continue
+            if not call.args and not call.keywords:
+                continue
+            alias, import_edits = tensorflow_alias(ctx)
+            parts = [*call.args, *(k for k in call.keywords)]
+            last = max(parts, key=lambda n: (n.end_lineno, n.end_col_offset))
+            fix = Fix(
+                message=f"Add `num_parallel_calls={alias}.data.AUTOTUNE`",
+                edits=(
+                    Edit(last.end_lineno, last.end_col_offset, last.end_lineno, last.end_col_offset,
+                         f", num_parallel_calls={alias}.data.AUTOTUNE"),
+                    *import_edits,
+                ),
+            )
+            ctx.report(
+                _method_span(ctx, call),
+                "`.map()` without `num_parallel_calls` runs the function on one element at a "
+                f"time, on one thread. Pass `num_parallel_calls={alias}.data.AUTOTUNE`",
+                fix=fix,
+                end_node=call,
+            )
+
+
+class ShuffleAfterBatch(Rule):
+    code = "TFL403"
+    name = "shuffle-after-batch"
+    severity = Severity.WARNING
+    summary = "`.shuffle()` after `.batch()` shuffles whole batches, not examples"
+    what = "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched."
+    why = (
+        "After `batch`, each element of the dataset is a whole batch: `shuffle` then reorders "
+        "batches, but the examples inside each batch stay together, in file order, every epoch. "
+        "The model sees the same groupings over and over (often all one class when the data is "
+        "sorted), which slows or biases training, and the buffer holds whole batches in memory."
+    )
+    example = "ds = ds.batch(32).shuffle(1000)\n"
+    use_instead = "ds = ds.shuffle(10_000).batch(32)\n"
+    VALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).shuffle(100).batch(8)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8).unbatch().shuffle(100).batch(8)\n",
+        "import random\n\nbatches = [[1, 2], [3, 4]]\nrandom.shuffle(batches)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8).shuffle(10)  # expect: TFL403\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100)\nds = ds.batch(8)\nds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.shuffle(10)  # expect: TFL403\n",
+        "import tensorflow as tf\n\ndef make(x):\n    ds = tf.data.Dataset.from_tensor_slices(x).padded_batch(4)\n    return ds\n\nds = make([1, 2, 3]).shuffle(8)  # expect: TFL403\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        for t in ctx.analysis.datasets.transformations:
+            if t.method != "shuffle":
+                continue
+            batch = None
+            for chain in t.receiver:
+                last_batch = None
+                for s in chain.steps:
+                    if s.method in BATCHING_METHODS:
+                        last_batch = s
+                    elif s.method in ("unbatch", "rebatch"):
+                        last_batch = None
+                if last_batch is not None:
+                    batch = last_batch
+                    break
+            if batch is None:
+                continue
+            ctx.report(
+                _method_span(ctx, t.node),
+                f"`.shuffle()` after `.batch()` (line {batch.line}) shuffles whole batches: the "
+                "same examples stay together every epoch. Shuffle before batching",
+                end_node=t.node,
+            )
+
+
+class CacheAfterRandomness(Rule):
+    code = "TFL404"
+    name = "cache-after-random-step"
+    severity = Severity.WARNING
+    summary = "`.cache()` after random augmentation or `.shuffle()` freezes the first epoch"
+    what = (
+        "Checks for `Dataset.cache()` applied after a `.map(...)` whose function draws random "
+        "numbers (`tf.random.*`, `tf.image.random_*`, stateless random ops, Keras random "
+        "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch."
+    )
+    why = (
+        "`cache` stores the elements produced during the first epoch and replays them in every "
+        "later epoch. Placed after random augmentation, every epoch sees exactly the augmented "
+        "images of epoch one, so augmentation stops working; placed after `shuffle`, every "
+        "epoch replays the same order."
+    )
+    example = "ds = ds.map(random_flip, num_parallel_calls=tf.data.AUTOTUNE).cache()\n"
+    use_instead = "ds = ds.cache().map(random_flip, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    VALID = [
+        "import tensorflow as tf\n\ndef augment(x):\n    return tf.image.random_flip_left_right(x)\n\nds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))\nds = ds.cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x * 2, num_parallel_calls=2).cache().shuffle(10)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).shuffle(10, reshuffle_each_iteration=False).cache()\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\ndef augment(x):\n    return tf.image.random_flip_left_right(x)\n\nds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))\nds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.cache()  # expect: TFL404\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).shuffle(10).batch(2).cache()  # expect: TFL404\n",
+        "import tensorflow as tf\nfrom tensorflow.keras import layers\n\naugment = tf.keras.Sequential([layers.RandomFlip('horizontal'), layers.RandomRotation(0.1)])\nds = tf.data.Dataset.from_tensor_slices((tf.zeros([4, 8, 8, 3]), tf.zeros([4])))\nds = ds.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.cache()  # expect: TFL404\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x + tf.random.uniform([], maxval=2, dtype=tf.int64), num_parallel_calls=2).cache()  # expect: TFL404\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        facts = ctx.analysis.datasets
+        randoms = _RandomOps(ctx)
+        verdicts: dict[ast.AST, bool] = {}
+        for t in facts.transformations:
+            if t.method != "cache":
+                continue
+            culprit = None
+            for chain in t.receiver:
+                for s in chain.steps:
+                    if s.method == "shuffle":
+                        off = any(
+                            k.arg == "reshuffle_each_iteration" and isinstance(k.value, ast.Constant) and k.value.value is False
+                            for k in s.node.keywords
+                        ) or (len(s.node.args) >= 3 and isinstance(s.node.args[2], ast.Constant) and s.node.args[2].value is False)
+                        if not off:
+                            culprit = ("shuffle", s)
+                            break
+                    elif s.method == "map":
+                        if s.node not in verdicts:
+                            verdicts[s.node] = randoms.random_call(facts.map_functions(s.node)) is not None
+                        if verdicts[s.node]:
+                            culprit = ("map", s)
+                            break
+                if culprit:
+                    break
+            if culprit is None:
+                continue
+            kind, step = culprit
+            if kind == "shuffle":
+                msg = (
+                    f"`.cache()` after `.shuffle()` (line {step.line}) stores the first epoch's "
+                    "order and replays it every epoch. Cache before shuffling"
+                )
+            else:
+                msg = (
+                    f"`.cache()` after the random augmentation `.map()` (line {step.line}) "
+                    "stores the first epoch's augmented elements: every later epoch sees the "
+                    "same augmentation. Cache before the random map"
+                )
+            ctx.report(_method_span(ctx, t.node), msg, end_node=t.node)
+
+
+class PyFunctionInDatasetMap(Rule):
+    code = "TFL405"
+    name = "py-function-in-dataset-map"
+    severity = Severity.WARNING
+    summary = "`tf.py_function`/`tf.numpy_function` inside `Dataset.map` serializes the pipeline"
+    what = (
+        "Checks for `tf.py_function` / `tf.numpy_function` called in a function passed to "
+        "`Dataset.map` (directly, or in a function of the module it calls)."
+    )
+    why = (
+        "The wrapped Python code runs in the Python interpreter and holds the GIL: "
+        "`num_parallel_calls` threads wait for each other, so the map processes one element at "
+        "a time no matter how many cores there are, and the accelerator waits for input. The "
+        "dataset also cannot be serialized (tf.data service, `Dataset.save`, distributed "
+        "workers) because the Python function is not part of the graph."
+    )
+    example = (
+        "def load(path):\n"
+        "    return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)\n\n"
+        "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    )
+    use_instead = (
+        "def load(path):\n"
+        "    return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)\n\n"
+        "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\ndef load(path):\n    return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)\n\nds = tf.data.Dataset.list_files('*.bin').map(load, num_parallel_calls=tf.data.AUTOTUNE)\n",
+        "import numpy as np\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return tf.numpy_function(np.sort, [x], tf.float32)\n",
+        "import tensorflow as tf\n\ndef load(path):\n    return tf.py_function(lambda p: p, [path], tf.string)\n\nresult = load(tf.constant('a'))\n",
+    ]
+    INVALID = [
+        "import numpy as np\nimport tensorflow as tf\n\ndef load(path):\n    return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)  # expect: TFL405\n\nds = tf.data.Dataset.list_files('*.npy').map(load, num_parallel_calls=tf.data.AUTOTUNE)\n",
+        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64), num_parallel_calls=2)  # expect: TFL405\n",
+        "import tensorflow as tensorflow_lib\n\ndef decode(raw):\n    return raw\n\ndef wrapped(raw):\n    return tensorflow_lib.py_function(decode, [raw], tensorflow_lib.string)  # expect: TFL405\n\ndef parse(raw):\n    return wrapped(raw)\n\nds = tensorflow_lib.data.TextLineDataset(['a.txt']).map(parse, num_parallel_calls=4)\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        facts = ctx.analysis.datasets
+        a = ctx.analysis
+        done: set[ast.AST] = set()
+        for t in facts.transformations:
+            if t.method != "map":
+                continue
+            for f in functions_run_by(facts, facts.map_functions(t.node)):
+                for call in calls_in(f):
+                    if call in done or a.call_name(call) not in _EAGER_WRAPPERS:
+                        continue
+                    done.add(call)
+                    name = "tf." + a.call_name(call).rsplit(".", 1)[-1]
+                    ctx.report(
+                        call,
+                        f"`{name}` in the function given to `Dataset.map` (line {t.node.lineno}) "
+                        "runs Python under the GIL: the map handles one element at a time and "
+                        "the pipeline cannot be serialized. Use TensorFlow ops",
+                        end_node=call.func,
+                    )

@@ -1,0 +1,653 @@
+"""TFL6xx: train/serve mode and losses."""
+
+from __future__ import annotations
+
+import ast
+
+from tflint.analysis.loops import walk_body
+from tflint.finding import Fix, Severity
+from tflint.rules._fixes import tensorflow_alias
+from tflint.rules.base import Rule, RuleContext
+
+_TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v1.function"})
+_SAVE_FUNCS = frozenset({"tensorflow.saved_model.save", "tensorflow.keras.models.save_model", "keras.models.save_model", "keras.saving.save_model"})
+_GRADIENT_MARKERS = frozenset({"gradient", "apply_gradients", "minimize", "jacobian", "batch_jacobian"})
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _training_true(call: ast.Call) -> ast.keyword | None:
+    for k in call.keywords:
+        if k.arg == "training" and _is_true(k.value):
+            return k
+    return None
+
+
+def _walk_own(func: ast.AST):
+    """Nodes of a function body, nested functions and classes excluded."""
+    return walk_body(list(func.body))
+
+
+class TrainingTrueInServing(Rule):
+    code = "TFL601"
+    name = "training-true-in-serving-function"
+    severity = Severity.ERROR
+    summary = "A serving/export function calls a model or layer with `training=True`"
+    what = (
+        "Checks for calls with `training=True` inside a function that is exported for serving: "
+        "passed as `signatures=` to `tf.saved_model.save`/`model.save`/`model.export`, or a "
+        "`tf.function` with an `input_signature` that computes no gradients."
+    )
+    why = (
+        "`training=True` makes Dropout drop units and BatchNormalization normalize with the "
+        "statistics of the request batch (and update its moving averages) instead of the "
+        "learned ones. The exported model serves noisy, batch-dependent predictions; nothing "
+        "fails. Omitting `training` (or passing `training=False`) runs inference mode."
+    )
+    example = (
+        "@tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])\n"
+        "def serve(images):\n"
+        "    return model(images, training=True)\n"
+    )
+    use_instead = (
+        "@tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])\n"
+        "def serve(images):\n"
+        "    return model(images, training=False)\n"
+    )
+    VALID = [
+        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])\ndef serve(x):\n    return model(x)\n\ntf.saved_model.save(model, '/tmp/m', signatures=serve)\n",
+        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\nopt = tf.keras.optimizers.SGD()\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None, 2], tf.float32)])\ndef train_step(x, y):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_mean((model(x, training=True) - y) ** 2)\n    grads = tape.gradient(loss, model.trainable_variables)\n    opt.apply_gradients(zip(grads, model.trainable_variables))\n    return loss\n",
+        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n\n@tf.function\ndef step(x):\n    return model(x, training=True)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(2)])\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])\ndef serve(x):\n    return model(x, training=True)  # expect: TFL601\n",
+        "import tensorflow as tf\n\nclass Exporter(tf.Module):\n    def __init__(self, model):\n        self.model = model\n\n    @tf.function\n    def serve(self, x):\n        return {'probs': self.model(x, training=True)}  # expect: TFL601\n\nexporter = Exporter(tf.keras.Sequential([tf.keras.layers.Dense(2)]))\ntf.saved_model.save(exporter, '/tmp/e', signatures={'serving_default': exporter.serve.get_concrete_function(tf.TensorSpec([None, 4]))})\n",
+        "from tensorflow import keras\nimport tensorflow as tf\n\nmodel = keras.Sequential([keras.layers.BatchNormalization(), keras.layers.Dense(1)])\n\ndef predict_fn(x):\n    return model(x, training=True)  # expect: TFL601\n\nserve = tf.function(predict_fn, input_signature=[tf.TensorSpec([None, 3])])\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        serving: dict[ast.AST, str] = {}
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, _FUNCS):
+                for dec in node.decorator_list:
+                    if isinstance(dec, ast.Call) and a.qualname(dec.func) in _TF_FUNCTION and any(
+                        k.arg == "input_signature" for k in dec.keywords
+                    ):
+                        if not self._computes_gradients(node):
+                            serving.setdefault(node, f"has an `input_signature` (line {dec.lineno})")
+            elif isinstance(node, ast.Call):
+                q = a.call_name(node)
+                if q in _TF_FUNCTION and node.args and any(k.arg == "input_signature" for k in node.keywords):
+                    for f in self._resolve(ctx, node.args[0], node):
+                        if not self._computes_gradients(f):
+                            serving.setdefault(f, f"is wrapped with an `input_signature` (line {node.lineno})")
+                sig = next((k.value for k in node.keywords if k.arg == "signatures"), None)
+                if sig is not None and (
+                    q in _SAVE_FUNCS or (isinstance(node.func, ast.Attribute) and node.func.attr in ("save", "export", "save_model"))
+                ):
+                    for f in self._signature_functions(ctx, sig, node):
+                        serving[f] = f"is exported as a serving signature (line {node.lineno})"
+        for func, why in serving.items():
+            name = getattr(func, "name", "<lambda>")
+            for n in _walk_own(func):
+                if isinstance(n, ast.Call) and _training_true(n) is not None:
+                    ctx.report(
+                        n,
+                        f"`{name}` {why} but calls `training=True`: Dropout stays active and "
+                        "BatchNormalization uses the request batch's statistics in serving. Omit "
+                        "`training` or pass `training=False`",
+                    )
+
+    @staticmethod
+    def _computes_gradients(func: ast.AST) -> bool:
+        for n in _walk_own(func):
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr in _GRADIENT_MARKERS:
+                    return True
+                if isinstance(f, ast.Attribute) and f.attr in ("GradientTape", "gradients"):
+                    return True
+                if isinstance(f, ast.Name) and f.id in ("GradientTape", "gradients"):
+                    return True
+        return False
+
+    def _signature_functions(self, ctx: RuleContext, sig: ast.AST, at: ast.AST) -> list[ast.AST]:
+        if isinstance(sig, ast.Dict):
+            out: list[ast.AST] = []
+            for v in sig.values:
+                if v is not None:
+                    out.extend(self._signature_functions(ctx, v, at))
+            return out
+        if isinstance(sig, ast.Call) and isinstance(sig.func, ast.Attribute) and sig.func.attr == "get_concrete_function":
+            return self._resolve(ctx, sig.func.value, at)
+        return self._resolve(ctx, sig, at)
+
+    def _resolve(self, ctx: RuleContext, expr: ast.AST, at: ast.AST) -> list[ast.AST]:
+        """Function definitions of the module that ``expr`` names: a def, a name bound to
+        ``tf.function(f)``, or ``obj.method`` / ``self.method`` (by method name)."""
+        a = ctx.analysis
+        if isinstance(expr, ast.Name):
+            defs = a.functions.get(expr.id, [])
+            if defs:
+                return [d for d in defs if a.parent(d) is ctx.tree] or defs[:1]
+            for n in walk_body(ctx.tree.body):
+                if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in n.targets):
+                    v = n.value
+                    if isinstance(v, ast.Call) and a.call_name(v) in _TF_FUNCTION and v.args:
+                        return self._resolve(ctx, v.args[0], at)
+            return []
+        if isinstance(expr, ast.Attribute):
+            return [d for d in a.functions.get(expr.attr, []) if isinstance(a.parent(d), ast.ClassDef)]
+        if isinstance(expr, ast.Call) and a.call_name(expr) in _TF_FUNCTION and expr.args:
+            return self._resolve(ctx, expr.args[0], at)
+        return []
+
+
+# -- TFL602 ---------------------------------------------------------------------------------
+
+_PROB_ACTIVATIONS = frozenset({"softmax", "sigmoid"})
+_ACTIVATION_FUNCS = {
+    "tensorflow.nn.softmax": "softmax",
+    "tensorflow.math.softmax": "softmax",
+    "keras.activations.softmax": "softmax",
+    "tensorflow.nn.sigmoid": "sigmoid",
+    "tensorflow.sigmoid": "sigmoid",
+    "tensorflow.math.sigmoid": "sigmoid",
+    "keras.activations.sigmoid": "sigmoid",
+    "keras.activations.linear": "linear",
+}
+_DENSE_LIKE = frozenset({"keras.layers.Dense", "keras.layers.core.Dense"})
+_PROBABILISTIC_LOSSES = {
+    # loss class or function → (kind of input it expects by default)
+    "keras.losses.SparseCategoricalCrossentropy": "softmax",
+    "keras.losses.CategoricalCrossentropy": "softmax",
+    "keras.losses.BinaryCrossentropy": "sigmoid",
+    "keras.losses.CategoricalFocalCrossentropy": "softmax",
+    "keras.losses.BinaryFocalCrossentropy": "sigmoid",
+    "keras.losses.sparse_categorical_crossentropy": "softmax",
+    "keras.losses.categorical_crossentropy": "softmax",
+    "keras.losses.binary_crossentropy": "sigmoid",
+    "keras.metrics.sparse_categorical_crossentropy": "softmax",
+    "keras.metrics.categorical_crossentropy": "softmax",
+    "keras.metrics.binary_crossentropy": "sigmoid",
+}
+_STRING_LOSSES = frozenset(
+    {
+        "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
+        "categorical_focal_crossentropy", "binary_focal_crossentropy",
+    }
+)
+_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
+_FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})
+
+
+class LogitsProbabilitiesMismatch(Rule):
+    code = "TFL602"
+    name = "logits-probabilities-mismatch"
+    severity = Severity.ERROR
+    summary = "`from_logits` does not match the model's last layer (softmax/sigmoid vs raw logits)"
+    what = (
+        "Checks `model.compile(loss=...)` against the model's definition in the module "
+        "(`Sequential` list and `add` calls, or the functional `outputs`): a cross-entropy loss "
+        "with `from_logits=True` on a model whose last layer applies softmax/sigmoid, or with "
+        "the default `from_logits=False` (string losses such as "
+        "`\"sparse_categorical_crossentropy\"` included) on a last layer without activation."
+    )
+    why = (
+        "With `from_logits=True` the loss applies softmax itself: on probabilities it computes "
+        "softmax(softmax(x)), whose gradients are tiny, so the model learns slowly or stalls at "
+        "poor accuracy. With `from_logits=False` on raw logits, Keras treats unbounded scores as "
+        "probabilities (clipping them to [eps, 1-eps]): the loss is wrong and training "
+        "plateaus. Nothing raises in either case."
+    )
+    example = (
+        "model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\n"
+        "model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n"
+    )
+    use_instead = (
+        "model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\n"
+        "model.compile(optimizer='adam',\n"
+        "              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n"
+    )
+    VALID = [
+        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(10, activation='softmax')])\nmodel.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n",
+        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(10)])\nmodel.compile(optimizer='adam', loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+        "import keras\n\ninputs = keras.Input((4,))\nx = keras.layers.Dense(8, activation='relu')(inputs)\noutputs = keras.layers.Dense(1, activation='sigmoid')(x)\nmodel = keras.Model(inputs, outputs)\nmodel.compile(optimizer='adam', loss='binary_crossentropy')\n",
+        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(optimizer='adam', loss='mse')\n",
+    ]
+    INVALID = [
+        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\nmodel.compile(optimizer='adam', loss='sparse_categorical_crossentropy')  # expect: TFL602\n",
+        "import tensorflow as tf\n\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(10))\nmodel.add(tf.keras.layers.Softmax())\nmodel.compile(optimizer='adam',\n              loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))  # expect: TFL602\n",
+        "import keras\nfrom keras import layers\n\ndef build():\n    inputs = keras.Input((4,))\n    x = layers.Dense(8, activation='relu')(inputs)\n    outputs = layers.Dense(1, activation='sigmoid')(x)\n    return keras.Model(inputs=inputs, outputs=outputs)\n\nmodel = build()\nloss = keras.losses.BinaryCrossentropy(from_logits=True)  # expect: TFL602\nmodel.compile(optimizer='adam', loss=loss)\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for node in ast.walk(ctx.tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"):
+                continue
+            loss = next((k.value for k in node.keywords if k.arg == "loss"), None)
+            if loss is None and len(node.args) >= 2:
+                loss = node.args[1]
+            if loss is None:
+                continue
+            loss_node, wants = self._loss_kind(ctx, loss, node)
+            if wants is None:
+                continue
+            model = node.func.value
+            last = self._last_layer(ctx, model, node)
+            if last is None:
+                continue
+            layer_node, act = last
+            if wants == "logits" and act in _PROB_ACTIVATIONS:
+                ctx.report(
+                    loss_node,
+                    f"Loss uses `from_logits=True` but the model's last layer (line "
+                    f"{layer_node.lineno}) already applies {act}: the loss applies it again and "
+                    "gradients vanish. Remove the activation or use `from_logits=False`",
+                )
+            elif wants == "probabilities" and act == "linear":
+                ctx.report(
+                    loss_node,
+                    f"Loss expects probabilities (`from_logits=False`) but the model's last layer "
+                    f"(line {layer_node.lineno}) outputs raw logits: the loss is computed on "
+                    "clipped scores. Pass `from_logits=True` to the loss",
+                )
+
+    # loss side
+    def _loss_kind(self, ctx: RuleContext, loss: ast.AST, at: ast.AST, depth: int = 0) -> tuple[ast.AST, str | None]:
+        a = ctx.analysis
+        if depth > 3:
+            return loss, None
+        if isinstance(loss, ast.Constant) and isinstance(loss.value, str):
+            return loss, ("probabilities" if loss.value in _STRING_LOSSES else None)
+        if isinstance(loss, ast.Call):
+            q = a.call_name(loss)
+            if q in _PROBABILISTIC_LOSSES and q.rsplit(".", 1)[-1][:1].isupper():
+                flag = next((k.value for k in loss.keywords if k.arg == "from_logits"), None)
+                if flag is None:
+                    return loss, "probabilities"
+                if isinstance(flag, ast.Constant) and isinstance(flag.value, bool):
+                    return loss, "logits" if flag.value else "probabilities"
+            return loss, None
+        if isinstance(loss, (ast.Attribute, ast.Name)):
+            q = a.qualname(loss)
+            if q in _PROBABILISTIC_LOSSES and not q.rsplit(".", 1)[-1][:1].isupper():
+                return loss, "probabilities"
+            if isinstance(loss, ast.Name):
+                value = _single_value(ctx, loss.id, at)
+                if value is not None:
+                    return self._loss_kind(ctx, value, value, depth + 1)
+        return loss, None
+
+    # model side
+    def _last_layer(self, ctx: RuleContext, model: ast.AST, at: ast.AST, depth: int = 0) -> tuple[ast.AST, str] | None:
+        """(layer node, "softmax" | "sigmoid" | "linear" | other) of the model's last layer."""
+        a = ctx.analysis
+        if depth > 3:
+            return None
+        if isinstance(model, ast.Name):
+            scope = a.enclosing_function(at)
+            value = _single_value(ctx, model.id, at)
+            if value is None:
+                return None
+            if isinstance(value, ast.Call):
+                q = a.call_name(value)
+                if q in _SEQUENTIAL:
+                    return self._sequential_last(ctx, value, model.id, scope)
+                if q in _FUNCTIONAL:
+                    return self._functional_last(ctx, value)
+                # model = build(): a function of the module returning a model
+                for f in a.functions.get(value.func.id, []) if isinstance(value.func, ast.Name) else []:
+                    rets = [n for n in _walk_own(f) if isinstance(n, ast.Return) and n.value is not None]
+                    if len(rets) == 1:
+                        return self._last_of_expr(ctx, rets[0].value, rets[0], depth + 1)
+            return None
+        return None
+
+    def _last_of_expr(self, ctx: RuleContext, expr: ast.AST, at: ast.AST, depth: int) -> tuple[ast.AST, str] | None:
+        a = ctx.analysis
+        if isinstance(expr, ast.Call):
+            q = a.call_name(expr)
+            if q in _SEQUENTIAL:
+                return self._sequential_last(ctx, expr, None, None)
+            if q in _FUNCTIONAL:
+                return self._functional_last(ctx, expr)
+        if isinstance(expr, ast.Name):
+            return self._last_layer(ctx, expr, at, depth + 1)
+        return None
+
+    def _sequential_last(self, ctx: RuleContext, call: ast.Call, name: str | None, scope) -> tuple[ast.AST, str] | None:
+        last = None
+        layers = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "layers"), None)
+        if isinstance(layers, (ast.List, ast.Tuple)) and layers.elts:
+            last = layers.elts[-1]
+        elif layers is not None:
+            return None
+        if name is not None:
+            body = scope.body if isinstance(scope, _FUNCS) else ctx.tree.body
+            adds = [
+                n for n in walk_body(body)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add"
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == name and n.args
+            ]
+            if adds:
+                last = max(adds, key=lambda n: (n.lineno, n.col_offset)).args[0]
+        if last is None:
+            return None
+        act = self._layer_activation(ctx, last)
+        return (last, act) if act else None
+
+    def _functional_last(self, ctx: RuleContext, call: ast.Call) -> tuple[ast.AST, str] | None:
+        outputs = call.args[1] if len(call.args) >= 2 else next((k.value for k in call.keywords if k.arg == "outputs"), None)
+        depth = 0
+        while isinstance(outputs, ast.Name) and depth < 4:
+            outputs = _single_value(ctx, outputs.id, call)
+            depth += 1
+        # outputs = Layer(...)(x)
+        if isinstance(outputs, ast.Call) and isinstance(outputs.func, ast.Call):
+            act = self._layer_activation(ctx, outputs.func)
+            return (outputs, act) if act else None
+        return None
+
+    def _layer_activation(self, ctx: RuleContext, layer: ast.AST) -> str | None:
+        a = ctx.analysis
+        if not isinstance(layer, ast.Call):
+            return None
+        q = a.call_name(layer) or ""
+        last = q.rsplit(".", 1)[-1]
+        if q == "keras.layers.Softmax":
+            return "softmax"
+        if q == "keras.layers.Activation":
+            arg = layer.args[0] if layer.args else next((k.value for k in layer.keywords if k.arg == "activation"), None)
+            return self._activation_value(ctx, arg)
+        if q in _DENSE_LIKE or (q.startswith("keras.layers.") and last in ("Dense", "EinsumDense")):
+            arg = layer.args[1] if len(layer.args) >= 2 else next((k.value for k in layer.keywords if k.arg == "activation"), None)
+            if arg is None:
+                return "linear"
+            return self._activation_value(ctx, arg)
+        return None
+
+    @staticmethod
+    def _activation_value(ctx: RuleContext, arg: ast.AST | None) -> str | None:
+        if arg is None:
+            return None
+        if isinstance(arg, ast.Constant):
+            if arg.value is None:
+                return "linear"
+            if isinstance(arg.value, str):
+                return arg.value if arg.value in ("softmax", "sigmoid", "linear") else "other"
+            return None
+        q = ctx.analysis.qualname(arg)
+        return _ACTIVATION_FUNCS.get(q or "", None)
+
+
+def _single_value(ctx: RuleContext, name: str, at: ast.AST) -> ast.AST | None:
+    """The value of the only assignment to ``name`` in the scope of ``at`` (or the module)."""
+    a = ctx.analysis
+    func = a.enclosing_function(at)
+    bodies = [func.body] if isinstance(func, _FUNCS) else []
+    bodies.append(ctx.tree.body)
+    for body in bodies:
+        values = []
+        for n in walk_body(body):
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    values.append(n.value)
+        if len(values) == 1:
+            return values[0]
+        if values:
+            return None
+    return None
+
+
+# -- TFL603 ---------------------------------------------------------------------------------
+
+_LOGS = frozenset({"tensorflow.math.log", "tensorflow.log", "tensorflow.compat.v1.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
+_SOFTMAX = {
+    "tensorflow.nn.softmax": "tf",
+    "tensorflow.math.softmax": "tf",
+    "tensorflow.compat.v1.nn.softmax": "tf",
+    "keras.activations.softmax": "keras",
+    "keras.ops.softmax": "keras",
+    "keras.ops.nn.softmax": "keras",
+}
+_SIGMOID = {
+    "tensorflow.sigmoid": "tf",
+    "tensorflow.math.sigmoid": "tf",
+    "tensorflow.nn.sigmoid": "tf",
+    "keras.activations.sigmoid": "keras",
+    "keras.ops.sigmoid": "keras",
+    "keras.ops.nn.sigmoid": "keras",
+}
+
+
+class LogOfSoftmax(Rule):
+    code = "TFL603"
+    name = "log-of-softmax"
+    severity = Severity.WARNING
+    fixable = True
+    summary = "`log(softmax(x))` / `log(sigmoid(x))` by hand underflows to `-inf`"
+    what = (
+        "Checks for the logarithm of a softmax or sigmoid written as two ops: "
+        "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`."
+    )
+    why = (
+        "softmax and sigmoid round small probabilities to exactly 0 in float32 (and much earlier "
+        "in float16): `log` then returns `-inf`, the loss becomes `inf` or `NaN`, and the "
+        "gradients are NaN from then on. `log_softmax` / `log_sigmoid` compute the same value "
+        "in a numerically stable way (`x - logsumexp(x)`), and never underflow."
+    )
+    example = "log_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))\n"
+    use_instead = "log_probs = tf.nn.log_softmax(logits, axis=-1)\n"
+    fix_safety = (
+        "The fix rewrites `log(softmax(x, axis))` to `log_softmax(x, axis)` and "
+        "`log(sigmoid(x))` to `log_sigmoid(x)`, in the same API family (`tf.nn.log_softmax`, "
+        "`tf.math.log_sigmoid`, `keras.ops.log_softmax`, `keras.ops.log_sigmoid`), keeping the "
+        "arguments. The result equals the original wherever the original is finite, so the fix "
+        "is safe. There is no fix when the axis is not a single axis, or when comments sit "
+        "between the two calls."
+    )
+    VALID = [
+        "import tensorflow as tf\n\nlog_probs = tf.nn.log_softmax(tf.constant([[1.0, 2.0]]))\n",
+        "import tensorflow as tf\n\nprobs = tf.nn.softmax(tf.constant([[1.0, 2.0]]))\nentropy = -tf.reduce_sum(probs * tf.math.log(probs + 1e-9))\n",
+        "import numpy as np\n\nx = np.log(np.exp([1.0]) / np.exp([1.0]).sum())\n",
+        "import tensorflow as tf\n\nlp = tf.math.log(tf.nn.relu(tf.constant([1.0])) + 1.0)\n",
+    ]
+    INVALID = [
+        "import tensorflow as tf\n\nlogits = tf.constant([[1.0, 2.0]])\nlog_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))  # expect: TFL603\n",
+        "import tensorflow as tensorflow_lib\n\nz = tensorflow_lib.constant([0.5])\nll = tensorflow_lib.math.log(tensorflow_lib.sigmoid(z))  # expect: TFL603\n",
+        "from keras import ops\n\ndef loss(logits):\n    return -ops.log(ops.softmax(logits))  # expect: TFL603\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for node in ast.walk(ctx.tree):
+            if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Call)):
+                continue
+            if a.call_name(node) not in _LOGS:
+                continue
+            inner = node.args[0]
+            iq = a.call_name(inner)
+            if iq in _SOFTMAX:
+                kind, family = "softmax", _SOFTMAX[iq]
+            elif iq in _SIGMOID:
+                kind, family = "sigmoid", _SIGMOID[iq]
+            else:
+                continue
+            fix, target = self._fix(ctx, node, inner, kind, family)
+            ctx.report(
+                node,
+                f"`log({kind}(x))` underflows to `-inf` when a probability rounds to 0, making "
+                f"the loss and gradients NaN. Use `{target}(x)`",
+                fix=fix,
+            )
+
+    def _fix(self, ctx: RuleContext, outer: ast.Call, inner: ast.Call, kind: str, family: str) -> tuple[Fix | None, str]:
+        tf_target = "tf.nn.log_softmax" if kind == "softmax" else "tf.math.log_sigmoid"
+        new_name = "log_softmax" if kind == "softmax" else "log_sigmoid"
+        if outer.keywords:
+            return None, tf_target
+        # Text around the inner call inside the outer one must be only the brackets.
+        outer_text = ctx.segment(outer)
+        inner_text = ctx.segment(inner)
+        if "#" in outer_text.replace(inner_text, "", 1):
+            return None, tf_target
+        if kind == "softmax":
+            axis = inner.args[1] if len(inner.args) >= 2 else next((k.value for k in inner.keywords if k.arg == "axis"), None)
+            if axis is not None and not self._single_axis(axis):
+                return None, tf_target
+        if not inner.args:
+            return None, tf_target
+        args_start = (inner.func.end_lineno, inner.func.end_col_offset)
+        args_text = self._text_between(ctx, args_start, (inner.end_lineno, inner.end_col_offset))
+        if family == "keras" and isinstance(inner.func, ast.Attribute):
+            func_text = ctx.segment(inner.func.value) + "." + new_name
+            import_edits: tuple = ()
+            target = func_text
+        else:
+            alias, import_edits = tensorflow_alias(ctx)
+            func_text = f"{alias}.nn.log_softmax" if kind == "softmax" else f"{alias}.math.log_sigmoid"
+            target = func_text
+            if kind == "softmax" and family == "keras":
+                # keras.activations.softmax(x, axis=-1): the same signature as tf.nn.log_softmax
+                pass
+        if args_text is None or not args_text.lstrip().startswith("("):
+            return None, target
+        return (
+            Fix(
+                message=f"Replace with `{target}(...)`",
+                edits=(ctx.replace(outer, func_text + args_text), *import_edits),
+            ),
+            target,
+        )
+
+    @staticmethod
+    def _single_axis(axis: ast.AST) -> bool:
+        if isinstance(axis, ast.Constant):
+            return isinstance(axis.value, int) or axis.value is None
+        if isinstance(axis, ast.UnaryOp) and isinstance(axis.operand, ast.Constant):
+            return isinstance(axis.operand.value, int)
+        return isinstance(axis, (ast.Name, ast.Attribute))
+
+    @staticmethod
+    def _text_between(ctx: RuleContext, start: tuple[int, int], end: tuple[int, int]) -> str | None:
+        lines = ctx.source.splitlines(keepends=True)
+        (l1, c1), (l2, c2) = start, end
+        if l1 < 1 or l2 > len(lines):
+            return None
+        if l1 == l2:
+            return _cut(lines[l1 - 1], c1, c2)
+        parts = [_cut(lines[l1 - 1], c1, None)]
+        parts.extend(lines[l1:l2 - 1])
+        parts.append(_cut(lines[l2 - 1], 0, c2))
+        return "".join(parts)
+
+
+def _cut(line: str, start: int, end: int | None) -> str:
+    """Slice a line by ``ast`` column offsets (UTF-8 bytes)."""
+    raw = line.encode("utf-8")
+    return raw[start:end].decode("utf-8", errors="replace")
+
+
+# -- TFL604 ---------------------------------------------------------------------------------
+
+_MODE_LAYERS = (
+    "keras.layers.Dropout",
+    "keras.layers.SpatialDropout1D",
+    "keras.layers.SpatialDropout2D",
+    "keras.layers.SpatialDropout3D",
+    "keras.layers.AlphaDropout",
+    "keras.layers.GaussianDropout",
+    "keras.layers.GaussianNoise",
+    "keras.layers.BatchNormalization",
+    "keras.layers.SyncBatchNormalization",
+    "keras.layers.experimental.SyncBatchNormalization",
+)
+
+
+class HardCodedTrainingInCall(Rule):
+    code = "TFL604"
+    name = "hard-coded-training-in-layer-call"
+    severity = Severity.ERROR
+    summary = "`training=True` hard-coded for Dropout/BatchNormalization inside a layer's `call`"
+    what = (
+        "Checks a Keras layer's or model's `call` for Dropout / BatchNormalization sub-layers "
+        "called with the constant `training=True` instead of the `training` argument."
+    )
+    why = (
+        "The constant wins over the mode Keras passes in: `model.predict`, `evaluate` and "
+        "serving still drop units and normalize with the current batch statistics (and update "
+        "the moving averages during inference). Predictions are noisy and depend on the batch; "
+        "validation metrics are wrong. Nothing fails."
+    )
+    example = (
+        "class Block(keras.layers.Layer):\n"
+        "    def call(self, x, training=None):\n"
+        "        return self.dropout(x, training=True)\n"
+    )
+    use_instead = (
+        "class Block(keras.layers.Layer):\n"
+        "    def call(self, x, training=None):\n"
+        "        return self.dropout(x, training=training)\n"
+    )
+    VALID = [
+        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.dropout = keras.layers.Dropout(0.5)\n\n    def call(self, x, training=None):\n        return self.dropout(x, training=training)\n",
+        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.inner = keras.layers.Dense(4)\n\n    def call(self, x):\n        return self.inner(x, training=True) if False else self.inner(x)\n",
+        "from tensorflow import keras\n\ninputs = keras.Input((4,))\nx = keras.layers.Dropout(0.5)(inputs, training=True)\nmodel = keras.Model(inputs, x)\n",
+    ]
+    INVALID = [
+        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.dropout = keras.layers.Dropout(0.5)\n\n    def call(self, x, training=None):\n        return self.dropout(x, training=True)  # expect: TFL604\n",
+        "import tensorflow as tf\nfrom tensorflow.keras import layers\n\nclass Net(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.bn = layers.BatchNormalization()\n        self.out = layers.Dense(2)\n\n    def call(self, x):\n        x = self.bn(x, training=True)  # expect: TFL604\n        return self.out(x)\n",
+        "import keras\n\nclass Noisy(keras.layers.Layer):\n    def call(self, x):\n        return keras.layers.Dropout(0.1)(x, training=True)  # expect: TFL604\n",
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        for cls in ast.walk(ctx.tree):
+            if not (isinstance(cls, ast.ClassDef) and a.traced.is_keras_class(cls)):
+                continue
+            attrs = self._layer_attrs(ctx, cls)
+            for func in cls.body:
+                if not (isinstance(func, _FUNCS) and func.name == "call"):
+                    continue
+                for n in _walk_own(func):
+                    if not (isinstance(n, ast.Call) and _training_true(n) is not None):
+                        continue
+                    kind = None
+                    f = n.func
+                    if isinstance(f, ast.Call):
+                        kind = self._mode_layer(ctx, f)
+                    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                        kind = attrs.get(f.attr)
+                    if kind is None:
+                        continue
+                    ctx.report(
+                        n,
+                        f"`{kind}` is called with `training=True` inside `{cls.name}.call`: it "
+                        "stays in training mode in `predict`, `evaluate` and serving. Pass the "
+                        "`training` argument of `call` through",
+                    )
+
+    def _mode_layer(self, ctx: RuleContext, expr: ast.AST) -> str | None:
+        q = ctx.analysis.call_name(expr) if isinstance(expr, ast.Call) else None
+        if q and q in _MODE_LAYERS:
+            return q.rsplit(".", 1)[-1]
+        return None
+
+    def _layer_attrs(self, ctx: RuleContext, cls: ast.ClassDef) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for n in ast.walk(cls):
+            if isinstance(n, ast.Assign):
+                kind = self._mode_layer(ctx, n.value)
+                if kind is None:
+                    continue
+                for t in n.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        out[t.attr] = kind
+        return out
