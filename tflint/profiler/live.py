@@ -182,9 +182,10 @@ def _fmt_seconds(s: float) -> str:
 
 def _terminal_width(stream: Any) -> int:
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns = os.get_terminal_size(stream.fileno()).columns
     except Exception:
         return 80
+    return columns if columns >= 20 else 80  # an unsized terminal reports 0
 
 
 def _same_terminal(a: Any, b: Any) -> bool:

@@ -1,0 +1,68 @@
+"""The `--json` report matches the schema documented in docs/profile-json.md, on real runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from tests.profile.conftest import DOCS_SCHEMA
+from tflint.profiler.report import SIGNAL_KINDS, Report
+
+# runs shared with the other profile tests (cached for the session)
+REPORTED_RUNS = [
+    "retrace_python_int.py",
+    "none_gradient_unused.py",
+    "input_stall_eager.py",
+    "memory_growth.py",
+    "clean_fit.py",
+    "crash.py",
+    "exit_code.py",
+]
+
+
+def documented_schema() -> dict:
+    text = DOCS_SCHEMA.read_text(encoding="utf-8")
+    section = text.split("## JSON Schema", 1)[1]
+    m = re.search(r"```json\n(.*?)\n```", section, re.S)
+    assert m, "docs/profile-json.md has no ```json block under '## JSON Schema'"
+    return json.loads(m.group(1))
+
+
+def test_documented_schema_is_a_valid_json_schema():
+    schema = documented_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["signals"]["items"] == {"$ref": "#/$defs/signal"}
+    assert set(schema["$defs"]["signal"]["properties"]["kind"]["enum"]) == set(SIGNAL_KINDS)
+
+
+def test_documented_fields_are_in_the_tables():
+    """Every required field of the schema is described in the prose of the document."""
+    text = DOCS_SCHEMA.read_text(encoding="utf-8").split("## JSON Schema", 1)[0]
+    schema = documented_schema()
+    for name in schema["required"] + schema["properties"]["metrics"]["required"]:
+        assert f"`{name}`" in text, name
+
+
+def test_schema_rejects_a_malformed_report():
+    schema = documented_schema()
+    bad = {"schema_version": 1, "tflint_version": "0", "script": "x.py", "argv": [], "exit_code": 0,
+           "duration_s": 1.0, "steps": 3, "metrics": {},
+           "signals": [{"kind": "slow", "severity": "warning", "message": "m", "location": None,
+                        "details": {}}]}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(bad))
+    messages = " ".join(e.message for e in errors)
+    assert "'slow' is not one of" in messages
+    assert "'step_time_s' is a required property" in messages
+
+
+@pytest.mark.parametrize("name", REPORTED_RUNS)
+def test_real_report_matches_documented_schema(profiled, name):
+    run = profiled(name)
+    report = run.report
+    jsonschema.Draft202012Validator(documented_schema()).validate(report)
+    # and it round-trips through the report data class unchanged
+    assert Report.load(run.json_path).to_dict() == report
+    assert report["script"].endswith(name)
