@@ -1,0 +1,331 @@
+"""``tf.distribute`` strategies of a module: which names hold one, where their ``scope()`` blocks
+are, which functions run per replica (``strategy.run(fn, ...)``), and which code runs inside a
+scope (directly, or in a function whose every in-module call is inside one).
+
+``StrategyFacts(analysis)``:
+
+- ``strategies``           — ``Strategy`` records: the creating call, its kind (public name),
+  the expression text it is bound to (``strategy``, ``self.strategy``)
+- ``uses_strategy``        — the module creates a strategy
+- ``kinds``                — the public names of the strategies created
+- ``is_strategy(expr)``    — ``expr`` evaluates to a strategy (a bound name, a creating call,
+  ``tf.distribute.get_strategy()``, or a call of a module function that returns one)
+- ``scope_blocks``         — ``with <strategy>.scope():`` statements
+- ``in_scope(node)``       — ``node`` runs inside a strategy scope
+- ``replica_functions``    — function nodes passed to ``<strategy>.run`` (or
+  ``experimental_run_v2``), and the ``run`` calls that pass them
+- ``run_calls``            — every ``<strategy>.run(...)`` call
+- ``calls_run(func)``      — the function's body calls ``<strategy>.run`` (directly or through
+  another module function)
+- ``distributed_names``    — names bound to ``experimental_distribute_dataset`` /
+  ``distribute_datasets_from_function`` results (per scope)
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tflint.analysis import Analysis
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+STRATEGY_PREFIX = "tensorflow.distribute."
+MULTI_WORKER = "MultiWorkerMirroredStrategy"
+GET_STRATEGY = frozenset({"tensorflow.distribute.get_strategy"})
+RUN_METHODS = frozenset({"run", "experimental_run_v2"})
+DISTRIBUTE_METHODS = frozenset(
+    {"experimental_distribute_dataset", "distribute_datasets_from_function",
+     "experimental_distribute_datasets_from_function"}
+)
+
+
+def strategy_kind(qualname: str | None) -> str | None:
+    """Public strategy name of a constructor's qualified name, else None."""
+    if not qualname or not qualname.startswith(STRATEGY_PREFIX):
+        return None
+    last = qualname.rsplit(".", 1)[-1]
+    if last.endswith("Strategy") and last[:1].isupper():
+        return last
+    return None
+
+
+def dotted(expr: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    call: ast.Call
+    kind: str
+    bound_to: str | None
+
+
+class StrategyFacts:
+    def __init__(self, analysis: "Analysis") -> None:
+        self.a = analysis
+
+    # -- strategies -----------------------------------------------------------------------
+    @cached_property
+    def _returning_functions(self) -> dict[str, str]:
+        """Module function name -> kind, for functions that return a strategy constructor call
+        (``def make_strategy(): return tf.distribute.MirroredStrategy()``)."""
+        out: dict[str, str] = {}
+        for name, defs in self.a.functions.items():
+            for func in defs:
+                for node in _walk_own(func.body):
+                    if isinstance(node, ast.Return) and node.value is not None:
+                        for call in _calls_in(node.value):
+                            kind = strategy_kind(self.a.call_name(call))
+                            if kind:
+                                out[name] = kind
+        return out
+
+    def _creation_kinds(self, value: ast.AST) -> list[tuple[ast.Call, str]]:
+        found: list[tuple[ast.Call, str]] = []
+        for call in _calls_in(value):
+            kind = strategy_kind(self.a.call_name(call))
+            if kind is None and isinstance(call.func, ast.Name):
+                kind = self._returning_functions.get(call.func.id)
+            if kind:
+                found.append((call, kind))
+        return found
+
+    @cached_property
+    def strategies(self) -> list[Strategy]:
+        out: list[Strategy] = []
+        seen: set[int] = set()
+        for node in ast.walk(self.a.tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for call, kind in self._creation_kinds(node.value):
+                    for t in targets:
+                        out.append(Strategy(call, kind, dotted(t)))
+                    seen.add(id(call))
+        for node in ast.walk(self.a.tree):
+            if isinstance(node, ast.Call) and id(node) not in seen:
+                kind = strategy_kind(self.a.call_name(node))
+                if kind:
+                    out.append(Strategy(node, kind, None))
+        return out
+
+    @cached_property
+    def uses_strategy(self) -> bool:
+        return bool(self.strategies)
+
+    @cached_property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(s.kind for s in self.strategies)
+
+    @cached_property
+    def multi_worker(self) -> bool:
+        return MULTI_WORKER in self.kinds
+
+    @cached_property
+    def _bound_names(self) -> frozenset[str]:
+        names = {s.bound_to for s in self.strategies if s.bound_to}
+        # ``self.strategy`` bound in one method is read as ``self.strategy`` elsewhere too
+        return frozenset(names)
+
+    def is_strategy(self, expr: ast.AST | None) -> bool:
+        if expr is None:
+            return False
+        if isinstance(expr, ast.Call):
+            q = self.a.call_name(expr)
+            if strategy_kind(q) or q in GET_STRATEGY:
+                return True
+            return isinstance(expr.func, ast.Name) and expr.func.id in self._returning_functions
+        d = dotted(expr)
+        return d is not None and d in self._bound_names
+
+    # -- scopes -----------------------------------------------------------------------------
+    @cached_property
+    def scope_blocks(self) -> list[ast.With | ast.AsyncWith]:
+        out = []
+        for node in ast.walk(self.a.tree):
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    e = item.context_expr
+                    if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                            and e.func.attr == "scope" and self.is_strategy(e.func.value)):
+                        out.append(node)
+                        break
+        return out
+
+    def _directly_in_scope(self, node: ast.AST) -> bool:
+        """Inside a ``with <strategy>.scope():`` body in the same function."""
+        blocks = self._scope_block_set
+        child = node
+        for anc in self.a.ancestors(node):
+            if isinstance(anc, (*_FUNCS, ast.ClassDef)):
+                return False
+            if anc in blocks and child in anc.body:
+                return True
+            child = anc
+        return False
+
+    @cached_property
+    def _scope_block_set(self) -> set[ast.AST]:
+        return set(self.scope_blocks)
+
+    def in_scope(self, node: ast.AST, _depth: int = 0) -> bool:
+        """``node`` runs inside a strategy scope: directly, in a replica function, or in a
+        function that is only ever called (in this module) from code that does."""
+        if self._directly_in_scope(node):
+            return True
+        func = self.a.enclosing_function(node)
+        if func is None or _depth > 6:
+            return False
+        if func in self.replica_functions:
+            return True
+        sites = self.call_sites(func)
+        return bool(sites) and all(self.in_scope(site, _depth + 1) for site in sites)
+
+    def runs_outside_scope(self, node: ast.AST, _depth: int = 0) -> bool:
+        """``node`` visibly runs outside any strategy scope: it is module-level code outside a
+        scope, or in a function called (in this module) from such code. Code in functions that
+        are never called here, in methods and in replica functions is not judged."""
+        if self._directly_in_scope(node):
+            return False
+        func = self.a.enclosing_function(node)
+        if func is None:
+            return self.a.enclosing_class(node) is None
+        if _depth > 6 or func in self.replica_functions or isinstance(func, ast.Lambda):
+            return False
+        if isinstance(self.a.parent(func), ast.ClassDef):
+            return False
+        return any(self.runs_outside_scope(site, _depth + 1) for site in self.call_sites(func))
+
+    def call_sites(self, func: ast.AST) -> list[ast.Call]:
+        """Calls of a plain module function by its name (methods are not resolved here)."""
+        name = getattr(func, "name", None)
+        if name is None:
+            return []
+        return [c for c in self._calls_by_name.get(name, []) if self.a.enclosing_function(c) is not func]
+
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
+        out: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(self.a.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                out.setdefault(node.func.id, []).append(node)
+        return out
+
+    # -- replica functions ------------------------------------------------------------------
+    @cached_property
+    def run_calls(self) -> list[ast.Call]:
+        return [
+            n for n in ast.walk(self.a.tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in RUN_METHODS and self.is_strategy(n.func.value)
+        ]
+
+    @cached_property
+    def replica_functions(self) -> dict[ast.AST, ast.Call]:
+        out: dict[ast.AST, ast.Call] = {}
+        for call in self.run_calls:
+            fn = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "fn"), None)
+            for func in self._resolve(fn, call):
+                out.setdefault(func, call)
+        return out
+
+    def _resolve(self, expr: ast.AST | None, at: ast.AST) -> list[ast.AST]:
+        if isinstance(expr, ast.Lambda):
+            return [expr]
+        if isinstance(expr, ast.Name):
+            return list(self.a.functions.get(expr.id, []))
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            cls = self.a.enclosing_class(at)
+            if cls is not None:
+                return [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and f.name == expr.attr]
+        return []
+
+    @cached_property
+    def _functions_calling_run(self) -> set[ast.AST]:
+        direct = {self.a.enclosing_function(c) for c in self.run_calls} - {None}
+        result = set(direct)
+        changed = True
+        rounds = 0
+        while changed and rounds < 6:
+            changed = False
+            rounds += 1
+            for name, defs in self.a.functions.items():
+                for func in defs:
+                    if func in result:
+                        continue
+                    for node in _walk_own(func.body):
+                        if isinstance(node, ast.Call) and any(t in result for t in self._resolve(node.func, node)):
+                            result.add(func)
+                            changed = True
+                            break
+        return result
+
+    def calls_run(self, func: ast.AST) -> bool:
+        return func in self._functions_calling_run
+
+    def body_calls_run(self, stmts: list[ast.AST]) -> ast.Call | None:
+        """The first call in ``stmts`` (own code) that is ``strategy.run`` or reaches it."""
+        for node in _walk_own(stmts):
+            if not isinstance(node, ast.Call):
+                continue
+            if node in self._run_call_set:
+                return node
+            if any(self.calls_run(t) for t in self._resolve(node.func, node)):
+                return node
+        return None
+
+    @cached_property
+    def _run_call_set(self) -> set[ast.Call]:
+        return set(self.run_calls)
+
+    # -- distributed datasets ---------------------------------------------------------------
+    def is_distribute_call(self, expr: ast.AST | None) -> bool:
+        return (
+            isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in DISTRIBUTE_METHODS
+        )
+
+
+def _calls_in(expr: ast.AST) -> list[ast.Call]:
+    """Calls that ``expr`` may evaluate to: itself, either branch of ``a if c else b``,
+    operands of ``a or b``."""
+    if isinstance(expr, ast.Call):
+        return [expr]
+    if isinstance(expr, ast.IfExp):
+        return _calls_in(expr.body) + _calls_in(expr.orelse)
+    if isinstance(expr, ast.BoolOp):
+        return [c for v in expr.values for c in _calls_in(v)]
+    return []
+
+
+def _walk_own(nodes: list[ast.AST]):
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (*_FUNCS, ast.ClassDef)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def strategy_facts(analysis: "Analysis") -> StrategyFacts:
+    """The module's strategy facts, computed once per analysis (``analysis.strategies`` when the
+    facade provides it)."""
+    facts = getattr(analysis, "strategies", None)
+    if isinstance(facts, StrategyFacts):
+        return facts
+    cached = analysis.__dict__.get("_strategy_facts")
+    if cached is None:
+        cached = analysis.__dict__["_strategy_facts"] = StrategyFacts(analysis)
+    return cached
