@@ -96,6 +96,7 @@ FIXTURE_OPTIONS: dict[str, tuple[str, ...]] = {
     "retrace_python_int.py": ("--fail-on", "retrace"),
     "clean_custom_loop.py": ("--fail-on", "all"),
     "clean_fit.py": ("--fail-on", "all"),
+    "input_stall_fit.py": ("--logdir", "{out}/tb-input_stall_fit"),  # read back by test_tensorboard
 }
 
 
@@ -108,9 +109,8 @@ def profiled(tmp_path_factory: pytest.TempPathFactory):
     def get(name: str) -> ProfileRun:
         if name not in cache:
             json_path = out_dir / (Path(name).stem + ".json")
-            cache[name] = run_profile(
-                FIXTURES / name, options=FIXTURE_OPTIONS.get(name, ()), json_path=json_path
-            )
+            options = tuple(o.replace("{out}", str(out_dir)) for o in FIXTURE_OPTIONS.get(name, ()))
+            cache[name] = run_profile(FIXTURES / name, options=options, json_path=json_path)
         return cache[name]
 
     return get
