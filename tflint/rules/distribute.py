@@ -232,7 +232,10 @@ class UndistributedDataset(Rule):
                 ds = self._plain_dataset(ctx, cand)
                 if ds is not None and ds not in reported:
                     reported.add(ds)
-                    name = dotted(ds if not isinstance(ds, ast.Call) else ds.args[0] if ds.args else ds) or "the dataset"
+                    inner = ds.args[0] if isinstance(ds, ast.Call) and dotted(ds.func) == "iter" and ds.args else ds
+                    name = dotted(inner) or ctx.segment(inner) or "dataset"
+                    if len(name) > 40:
+                        name = name[:37] + "..."
                     ctx.report(
                         ds,
                         f"Dataset `{name}` feeds `strategy.run` (line {run.lineno}) without "
@@ -449,6 +452,11 @@ class UnguardedMultiWorkerWrite(Rule):
             return True
         a = ctx.analysis
         for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                # a helper that picks the path by role: ``write_path(p)`` checking ``is_chief()``
+                for helper in a.functions.get(node.func.id, []):
+                    if any(_mentions_guard(n) for n in _walk_own(helper.body) if isinstance(n, (ast.If, ast.IfExp, ast.Return))):
+                        return True
             if isinstance(node, ast.Name):
                 func = a.enclosing_function(node)
                 bodies = [func.body] if func is not None and not isinstance(func, ast.Lambda) else []
