@@ -260,6 +260,8 @@ class UndistributedDataset(Rule):
                 if self._undistributed(a, arg):
                     return expr if expr.func.id == "iter" and depth > 0 else arg
             return None
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "next" and expr.args:
+            return self._plain_dataset(ctx, expr.args[0], depth + 1)
         if isinstance(expr, ast.Tuple):
             for elt in expr.elts:
                 found = self._plain_dataset(ctx, elt, depth + 1)
