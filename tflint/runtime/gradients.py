@@ -11,6 +11,7 @@ is found, and each (call site, variables) pair is recorded once with a count.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -113,11 +114,18 @@ class GradientHook(Hook):
         executing_eagerly = context.executing_eagerly
         tape_cls = backprop.GradientTape
 
+        steps = self.session.steps
+        perf = time.perf_counter
+
         def make_gradient(orig: Any) -> Any:
             def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
                 result = orig(tape, target, sources, *args, **kwargs)
                 if hook.active:
                     try:
+                        if executing_eagerly():
+                            prim = steps.primary
+                            if prim is None or prim.prio <= 1:
+                                steps.tick(("gradient", 0), "GradientTape.gradient", "gradient", perf())
                         flat = result if isinstance(result, (list, tuple)) else nest.flatten(result)
                         for g in flat:
                             if g is None:
@@ -174,8 +182,6 @@ class GradientHook(Hook):
         hook = self
         tls = self._tls
         steps = self.session.steps
-        import time
-
         perf = time.perf_counter
 
         def make_apply_gradients(orig: Any) -> Any:

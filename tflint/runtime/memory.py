@@ -22,6 +22,7 @@ from tflint.runtime.hookbase import Hook
 
 KIND = "memory-growth"
 MIN_INTERVAL_S = 0.01
+EVERY_N_STEPS = 16  # ... or every 16th step, so short runs of tiny steps still get a trend
 
 # growth gate (see analyze)
 WARMUP_FRACTION = 0.2
@@ -40,6 +41,7 @@ class MemorySampler(Hook):
         self._fd: int | None = None
         self._page = 4096
         self._last = 0.0
+        self._skipped = 0
         self._tf_devices: list[str] = []
         self._get_memory_info: Any = None
         self.rss = self.store.series("host_rss_bytes", 512)
@@ -118,8 +120,10 @@ class MemorySampler(Hook):
         if not self.active and not force:
             return
         now = time.perf_counter() if now is None else now
-        if not force and now - self._last < MIN_INTERVAL_S:
+        self._skipped += 1
+        if not force and now - self._last < MIN_INTERVAL_S and self._skipped < EVERY_N_STEPS:
             return
+        self._skipped = 0
         self._last = now
         self.samples += 1
         rss = self.read_rss()

@@ -2,10 +2,11 @@
 
 A *step* is one tick of the best source seen so far, in this order of preference:
 
-3. ``keras``     — Keras ``on_train_batch_end`` (the tflint Keras callback);
-2. ``optimizer`` — an optimizer ``apply``/``apply_gradients`` run eagerly (eager training loops);
-1. ``function``  — calls, made eagerly, of the most-called ``tf.function`` (custom loops,
+4. ``keras``     — Keras ``on_train_batch_end`` (the tflint Keras callback);
+3. ``optimizer`` — an optimizer ``apply``/``apply_gradients`` run eagerly (eager training loops);
+2. ``function``  — calls, made eagerly, of the most-called ``tf.function`` (custom loops,
    Keras ``fit`` whose train function is a ``tf.function``);
+1. ``gradient``  — ``GradientTape.gradient`` run eagerly (eager loops without an optimizer);
 0. ``iterator``  — ``next()`` on a ``tf.data`` iterator.
 
 Each source keeps its own count and series of intervals between consecutive ticks; the report
@@ -23,7 +24,7 @@ from tflint.runtime.hookbase import Hook, user_frame
 from tflint.runtime.store import Series
 
 MAX_SOURCES = 128
-PRIORITY = {"keras": 3, "optimizer": 2, "function": 1, "iterator": 0}
+PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
 
 
 class Source:

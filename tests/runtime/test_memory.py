@@ -1,0 +1,117 @@
+"""Memory sampling and the growth trend, on real TensorFlow (CPU)."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tflint.runtime import watch  # noqa: E402
+from tflint.runtime.memory import analyze, mann_kendall_z, theil_sen  # noqa: E402
+
+HERE = __file__
+MiB = 1024 * 1024
+
+
+def here() -> int:
+    return sys._getframe(1).f_lineno
+
+
+@tf.function
+def train_step(x):
+    return tf.reduce_sum(x * 2.0)
+
+
+def test_leaking_list_of_arrays_is_reported_with_rate_projection_and_cause():
+    x = tf.ones([16])
+    kept = []
+    with watch(signals={"memory-growth"}) as s:
+        for _ in range(400):
+            line = here() + 1
+            train_step(x)
+            kept.append(np.ones(128 * 1024, np.float32) + len(kept))  # 512 KiB per step
+    rep = s.report()
+    sigs = rep.signals_of("memory-growth")
+    assert len(sigs) == 1, rep.metrics["memory_trend"]
+    sig = sigs[0]
+    slope = sig.details["slope_bytes_per_step"]
+    assert 0.8 * 512 * 1024 < slope < 1.3 * 512 * 1024
+    assert sig.details["projected_bytes_after_steps"]["steps"] == 10_000
+    assert sig.details["projected_bytes_after_steps"]["bytes"] > 10_000 * 0.8 * 512 * 1024
+    assert sig.location.file == HERE and sig.location.line == line
+    kinds = {c["kind"] for c in sig.details["causes"]}
+    assert "accumulated-tensors" in kinds
+    assert "ndarray" in sig.message and "/step" in sig.message
+    del kept
+
+
+def test_clean_loop_reports_no_growth_but_records_series():
+    x = tf.ones([16])
+    with watch(signals={"memory-growth"}) as s:
+        for _ in range(400):
+            train_step(x)
+    rep = s.report()
+    assert rep.signals_of("memory-growth") == []
+    assert len(rep.metrics["host_rss_bytes"]) >= 12
+    assert all(v > 0 for _, v in rep.metrics["host_rss_bytes"])
+    assert rep.metrics["memory_trend"]["host_rss"]["growth"] is False
+
+
+def test_live_persistent_tape_named_as_cause():
+    x = tf.ones([64, 64])
+    w = tf.Variable(tf.ones([64, 64]))
+    tapes = []
+    with watch(signals={"memory-growth", "none-gradient"}) as s:
+        for _ in range(300):
+            with tf.GradientTape(persistent=True) as tape:
+                y = tf.reduce_sum(x @ w)
+            tape.gradient(y, w)
+            tapes.append(tape)
+            tapes.append(np.ones(64 * 1024, np.float64))  # plus 512 KiB per step
+    sig = s.report().signals_of("memory-growth")[0]
+    causes = {c["kind"]: c for c in sig.details["causes"]}
+    assert causes["persistent-tape"]["count"] == 300
+    assert "persistent GradientTape" in sig.message
+    del tapes
+
+
+# ---- the trend on synthetic series (pure function) ---------------------------------------
+def _series(n, f):
+    return [[i, f(i)] for i in range(n)]
+
+
+def test_trend_ignores_warmup_spike_and_slow_creep():
+    rng = random.Random(1)
+    base = 500 * MiB
+    # warm-up ramp of 200 MiB over the first 15% then flat with noise
+    warm = _series(400, lambda i: base + min(i, 60) * 3.4 * MiB + rng.randint(-MiB, MiB))
+    assert analyze(warm)["growth"] is False
+    # one big spike
+    spike = _series(400, lambda i: base + (300 * MiB if i == 250 else 0) + rng.randint(-MiB, MiB))
+    assert analyze(spike)["growth"] is False
+    # steady slow creep (0.1 KiB/step): significant but tiny
+    creep = _series(400, lambda i: base + i * 100)
+    t = analyze(creep)
+    assert t["mk_z"] > 3 and t["growth"] is False
+
+
+def test_trend_flags_real_growth_and_allocator_steps():
+    rng = random.Random(2)
+    base = 500 * MiB
+    leak = _series(400, lambda i: base + i * 256 * 1024 + rng.randint(-4 * MiB, 4 * MiB))
+    t = analyze(leak)
+    assert t["growth"] is True and abs(t["slope_bytes_per_step"] - 256 * 1024) < 32 * 1024
+    # allocator-style staircase growth: +64 MiB every 50 steps
+    stairs = _series(400, lambda i: base + (i // 50) * 64 * MiB)
+    assert analyze(stairs)["growth"] is True
+
+
+def test_theil_sen_and_mann_kendall_basics():
+    assert theil_sen([0, 1, 2, 3, 4], [0, 2, 4, 6, 100]) == pytest.approx(2.0)
+    assert mann_kendall_z(list(range(30))) > 3
+    assert abs(mann_kendall_z([5] * 30)) == 0
+    assert analyze([[0, 1], [1, 2]])["growth"] is False

@@ -1,0 +1,367 @@
+"""Input-pipeline stalls: time spent waiting for the next batch versus the step time.
+
+* Eager loops (``for x in ds`` / ``next(it)``): ``OwnedIterator._next_internal`` is wrapped at
+  class level with ``time.perf_counter`` (a few µs per batch).
+* Inside a trace (Keras ``fit`` fetches batches inside its ``tf.function``): the same wrapper, at
+  trace time, brackets the ``IteratorGetNext`` op with in-graph ``tf.timestamp`` probes and adds
+  ``[wait, 1]`` to a float64 variable created eagerly (``init_scope``) at install. The variable is
+  read at most every ``READ_INTERVAL_S`` and at the end.
+* Datasets: ``DatasetV2.__init__`` is wrapped to remember where (user frame) each dataset was
+  built; ``OwnedIterator.__init__`` remembers which dataset an eager iterator reads, so a stall can
+  point at the pipeline and say whether it has ``prefetch``, parallel ``map``, ``py_function`` or
+  ``from_generator``.
+
+Classification follows TensorBoard's input-pipeline analyzer: waiting >= 20% of step time is
+"highly" input-bound, >= 5% "moderately".
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from tflint.profiler.report import Location, Signal
+from tflint.runtime.hookbase import Hook, user_frame
+
+KIND = "input-stall"
+HIGH = 0.20
+MODERATE = 0.05
+READ_INTERVAL_S = 0.05
+SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
+MIN_STEPS = 5
+MAX_DATASETS = 64
+
+
+def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
+    """Facts about a tf.data pipeline, walking from the final dataset to its sources."""
+    chain: list[str] = []
+    flags = {"prefetch": False, "final_prefetch": False, "parallel_map": False, "sequential_map": False,
+             "py_function": False, "from_generator": False, "cache": False}
+    sites: list[list[Any]] = []
+    d = ds
+    depth = 0
+    while d is not None and depth < max_depth:
+        name = type(d).__name__.lstrip("_")
+        chain.append(name)
+        site = getattr(d, "_tflint_site", None)
+        if site and list(site) not in sites:
+            sites.append(list(site))
+        if "Prefetch" in name:
+            flags["prefetch"] = True
+            if depth == 0 or all(c in ("OptionsDataset", "PrefetchDataset") for c in chain):
+                flags["final_prefetch"] = True
+        if "Cache" in name:
+            flags["cache"] = True
+        if "ParallelMap" in name or "ParallelInterleave" in name or "ParallelBatch" in name:
+            flags["parallel_map"] = True
+        elif name in ("MapDataset", "MapAndBatchDataset"):
+            flags["sequential_map"] = True
+        mf = getattr(d, "_map_func", None)
+        if mf is not None:
+            try:
+                types = {op.type for op in mf.function.graph.get_operations()}
+                if types & {"EagerPyFunc", "PyFunc", "PyFuncStateless"}:
+                    flags["py_function"] = True
+                if "GeneratorDataset" in types:
+                    flags["from_generator"] = True
+            except Exception:  # noqa: BLE001
+                pass
+        if "Generator" in name:
+            flags["from_generator"] = True
+        try:
+            ins = d._inputs()
+        except Exception:  # noqa: BLE001
+            ins = []
+        d = ins[0] if ins else None
+        depth += 1
+    return {"chain": chain, "sites": sites[:8], **flags}
+
+
+class _IterStats:
+    __slots__ = ("wait", "count", "slow", "dataset", "desc", "site", "max_wait")
+
+    def __init__(self) -> None:
+        self.wait = 0.0
+        self.count = 0
+        self.slow = 0
+        self.max_wait = 0.0
+        self.dataset: Any = None
+        self.desc: dict[str, Any] | None = None
+        self.site: Any = None
+
+
+class InputHook(Hook):
+    kind = KIND
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.eager_wait = 0.0
+        self.eager_count = 0
+        self._acc: Any = None
+        self._acc_read = (0.0, 0.0, 0.0)
+        self._graph_probes = 0
+        self._by_iter: dict[int, _IterStats] = {}
+        self._last_dataset: Any = None
+        self._graph_stats = _IterStats()
+        self._win_t: float | None = None
+        self._win_wait = 0.0
+        self._first: tuple[float, float] | None = None  # (t, total wait) at the first step tick
+        self._last: tuple[float, float] | None = None
+        self._last_read_t = 0.0
+        self.series = self.store.series("input_wait_share", 400)
+
+    def check(self) -> str | None:
+        try:
+            from tensorflow.python.data.ops import dataset_ops, iterator_ops
+        except ImportError as exc:
+            return f"tf.data internals not importable: {exc}"
+        for owner, name in ((iterator_ops.OwnedIterator, "_next_internal"), (iterator_ops.OwnedIterator, "__init__"),
+                            (dataset_ops.DatasetV2, "__init__")):
+            if name not in owner.__dict__:
+                return f"{owner.__name__}.{name} not found in this TensorFlow"
+        return None
+
+    def _install(self) -> None:
+        import tensorflow as tf
+        from tensorflow.python.data.ops import dataset_ops, iterator_ops
+        from tensorflow.python.eager import context
+        from tensorflow.python.framework import ops
+        from tensorflow.python.util import nest
+
+        hook = self
+        perf = time.perf_counter
+        executing_eagerly = context.executing_eagerly
+
+        if self._acc is None:
+            with ops.init_scope():
+                self._acc = tf.Variable(tf.zeros([3], tf.float64), trainable=False, name="tflint_input_wait")
+        acc = self._acc
+
+        def probe(fetch: Any, it: Any) -> Any:
+            # in-graph: t0 -> get_next -> t1; acc += [t1 - t0, 1, excess over 50 µs]
+            t0 = tf.timestamp()
+            with ops.control_dependencies([t0]):
+                result = fetch()
+            try:
+                flat = [t for t in nest.flatten(result, expand_composites=True) if isinstance(t, tf.Tensor)]
+                if not flat:
+                    return result
+                with ops.control_dependencies(flat):
+                    t1 = tf.timestamp()
+                dt = t1 - t0
+                acc.assign_add(tf.stack([dt, tf.constant(1.0, tf.float64), tf.maximum(dt - SLOW_FETCH_S, 0.0)]))
+                hook._graph_probes += 1
+            except Exception as exc:  # noqa: BLE001
+                hook.fail(exc, "in-graph input probe")
+            return result
+
+        def make_next(orig: Any) -> Any:
+            def _next_internal(it: Any) -> Any:
+                if not hook.active:
+                    return orig(it)
+                if executing_eagerly():
+                    t0 = perf()
+                    result = orig(it)
+                    t1 = perf()
+                    try:
+                        hook._on_eager_wait(it, t1 - t0)
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "iterator wait")
+                    return result
+                if not ops.inside_function():
+                    return orig(it)
+                return probe(lambda: orig(it), it)
+
+            return _next_internal
+
+        def make_iter_init(orig: Any) -> Any:
+            def __init__(it: Any, dataset: Any = None, components: Any = None, element_spec: Any = None) -> None:
+                orig(it, dataset=dataset, components=components, element_spec=element_spec)
+                if hook.active and dataset is not None and executing_eagerly():
+                    try:
+                        hook._last_dataset = weakref.ref(dataset)
+                    except TypeError:
+                        hook._last_dataset = None
+
+            return __init__
+
+        def make_ds_init(orig: Any) -> Any:
+            def __init__(ds: Any, *args: Any, **kwargs: Any) -> None:
+                orig(ds, *args, **kwargs)
+                if hook.active:
+                    try:
+                        site = user_frame()
+                        if site is not None:
+                            object.__setattr__(ds, "_tflint_site", site)
+                    except Exception:  # noqa: BLE001 - a dataset without the attribute is fine
+                        pass
+
+            return __init__
+
+        self.patch(iterator_ops.OwnedIterator, "_next_internal", make_next)
+        self.patch(iterator_ops.OwnedIterator, "__init__", make_iter_init)
+        self.patch(dataset_ops.DatasetV2, "__init__", make_ds_init)
+
+    # ---------------------------------------------------------------------------------
+    def _on_eager_wait(self, it: Any, dt: float) -> None:
+        self.eager_wait += dt
+        self.eager_count += 1
+        st = self._by_iter.get(id(it))
+        if st is None:
+            if len(self._by_iter) >= MAX_DATASETS:
+                st = self._graph_stats
+            else:
+                st = self._by_iter[id(it)] = _IterStats()
+                ds = getattr(it, "_dataset", None)
+                if ds is not None:
+                    st.desc = describe_dataset(ds)
+        st.wait += dt
+        st.count += 1
+        if dt > SLOW_FETCH_S:
+            st.slow += 1
+        if dt > st.max_wait:
+            st.max_wait = dt
+        steps = self.session.steps
+        if steps is not None and (steps.primary is None or steps.primary.kind == "iterator"):
+            steps.tick(("iterator", id(it)), "iterator", "iterator", time.perf_counter())
+
+    def _graph_totals(self, force: bool = False) -> tuple[float, float, float]:
+        if self._acc is None or (self._graph_probes == 0 and not force):
+            return self._acc_read
+        try:
+            v = self._acc.numpy()
+            self._acc_read = (float(v[0]), float(v[1]), float(v[2]))
+        except Exception:  # noqa: BLE001
+            pass
+        return self._acc_read
+
+    def total_wait(self, force: bool = False) -> float:
+        return self.eager_wait + self._graph_totals(force)[0]
+
+    def reset_window(self) -> None:
+        self._win_t = None
+
+    def on_step(self, step: int, now: float) -> None:
+        if step < 2:
+            return  # the first step includes tracing: measure from the end of it
+        if self._win_t is None:
+            self._win_t = now
+            self._win_wait = self.total_wait(force=True)
+            if self._first is None:
+                self._first = (now, self._win_wait)
+            return
+        if now - self._win_t < READ_INTERVAL_S and self._graph_probes:
+            return
+        w = self.total_wait()
+        span = now - self._win_t
+        if span > 0:
+            self.series.add(step, max(0.0, min(1.0, (w - self._win_wait) / span)))
+            self._last = (now, w)
+        self._win_t, self._win_wait = now, w
+
+    # ---------------------------------------------------------------------------------
+    def _main_dataset(self) -> tuple[dict[str, Any] | None, Any]:
+        """Description of the dataset with the most waiting, and its stats."""
+        best = None
+        for st in self._by_iter.values():
+            if best is None or st.wait > best.wait:
+                best = st
+        gw, gc, _ = self._acc_read
+        if gc and (best is None or gw > best.wait):
+            ref = self._last_dataset
+            ds = ref() if ref is not None else None
+            stats = _IterStats()
+            stats.wait, stats.count = gw, int(gc)
+            return (describe_dataset(ds) if ds is not None else None), stats
+        if best is None:
+            return None, None
+        if best.desc is None and best.dataset is not None:
+            ds = best.dataset()
+            if ds is not None:
+                best.desc = describe_dataset(ds)
+        return best.desc, best
+
+    def summary(self) -> dict[str, Any]:
+        gw, gc, gx = self._graph_totals(force=True)
+        first, last = self._first, self._last
+        share = None
+        steps = self.session.steps
+        if first is not None and last is not None and last[0] > first[0]:
+            total = self.eager_wait + gw
+            share = max(0.0, min(1.0, (total - first[1]) / (last[0] - first[0])))
+        desc, stats = self._main_dataset()
+        fetches = self.eager_count + int(gc)
+        out: dict[str, Any] = {
+            "share": share,
+            "series": self.series.downsample(200),
+            "wait_s": self.eager_wait + gw,
+            "fetches": fetches,
+            "eager_fetches": self.eager_count,
+            "in_graph_fetches": int(gc),
+            "mean_fetch_s": ((self.eager_wait + gw) / fetches) if fetches else None,
+            "steps": steps.count if steps is not None else 0,
+        }
+        if stats is not None and stats.count:
+            out["slow_fetch_fraction"] = (stats.slow / stats.count) if stats is not self._graph_stats and stats.slow else None
+        if desc is not None:
+            out["dataset"] = desc
+        if share is None:
+            out["classification"] = "unknown"
+        elif share >= HIGH:
+            out["classification"] = "highly input-bound"
+        elif share >= MODERATE:
+            out["classification"] = "moderately input-bound"
+        else:
+            out["classification"] = "not input-bound"
+        return out
+
+    def signals(self, summary: dict[str, Any]) -> list[Signal]:
+        share = summary.get("share")
+        if share is None or summary.get("steps", 0) < MIN_STEPS or share < MODERATE:
+            return []
+        desc = summary.get("dataset") or {}
+        high = share >= HIGH
+        if not high and desc.get("final_prefetch"):
+            return []  # moderate wait with prefetch already in place: nothing actionable
+        advice = []
+        if desc.get("from_generator"):
+            advice.append("the pipeline runs a Python generator (from_generator), which is single-threaded and holds the GIL: "
+                          "move the work into tf.data ops, or precompute/cache the data")
+        if desc.get("py_function"):
+            advice.append("a map runs tf.py_function/numpy_function (Python, under the GIL): replace it with TensorFlow ops")
+        if desc.get("sequential_map"):
+            advice.append("map() runs sequentially: pass num_parallel_calls=tf.data.AUTOTUNE")
+        if not desc.get("final_prefetch"):
+            advice.append("end the pipeline with .prefetch(tf.data.AUTOTUNE) so the next batch is prepared during the step")
+        if not desc.get("cache") and not desc.get("from_generator"):
+            advice.append("cache() the dataset after expensive, deterministic preprocessing")
+        if not advice:
+            advice.append("make the producer faster (more parallelism, less per-element Python work) or the input smaller")
+        level = "HIGHLY" if high else "MODERATELY"
+        mean = summary.get("mean_fetch_s")
+        msg = (f"{level} input-bound: {share * 100:.1f}% of step time is spent waiting for the next batch "
+               f"(TensorBoard's thresholds: >= 20% highly, >= 5% moderately)")
+        if mean:
+            msg += f"; a batch takes {mean * 1e3:.2f} ms to arrive on average"
+        if desc.get("chain"):
+            msg += f". Pipeline: {' <- '.join(desc['chain'][:6])}"
+        msg += ". Fix: " + "; ".join(advice) + "."
+        sites = desc.get("sites") or []
+        loc = Location(str(sites[0][0]), int(sites[0][1])) if sites else None
+        return [
+            Signal(
+                kind=KIND,
+                severity="warning" if high else "info",
+                message=msg,
+                location=loc,
+                details={
+                    "wait_share": share,
+                    "classification": summary.get("classification"),
+                    "mean_fetch_s": mean,
+                    "fetches": summary.get("fetches"),
+                    "dataset": desc or None,
+                    "advice": advice,
+                },
+            )
+        ]
