@@ -140,8 +140,12 @@ def lint_text(
     text: str,
     enabled: frozenset[str],
     notebook: NotebookMap | None = None,
+    rules: list | None = None,
 ) -> FileResult:
-    """Check Python ``text`` (for notebooks: the concatenated code cells)."""
+    """Check Python ``text`` (for notebooks: the concatenated code cells).
+
+    ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
+    """
     from tflint import suppress
 
     result = FileResult(path)
@@ -157,7 +161,10 @@ def lint_text(
         return result
     if not enabled or not may_use_tensorflow(text):
         return result
-    rules = _rules_for(enabled)
+    if rules is None:
+        rules = _rules_for(enabled)
+    else:
+        rules = [r for r in rules if r.code in enabled]
     if not rules:
         return result
     from tflint.analysis import Analysis
@@ -190,7 +197,7 @@ def lint_text(
     return result
 
 
-def lint_bytes(path: str, raw: bytes, enabled: frozenset[str]) -> FileResult:
+def lint_bytes(path: str, raw: bytes, enabled: frozenset[str], rules: list | None = None) -> FileResult:
     """Check a file's content ``raw`` as read from ``path``."""
     try:
         src = decode(path, raw)
@@ -199,7 +206,7 @@ def lint_bytes(path: str, raw: bytes, enabled: frozenset[str]) -> FileResult:
         if PARSE_ERROR_CODE in enabled:
             result.findings.append(parse_error(path, exc.reason, exc.line, exc.col, exc.cell))
         return result
-    return lint_text(path, src.text, enabled, src.notebook)
+    return lint_text(path, src.text, enabled, src.notebook, rules)
 
 
 # One unit of work: (display path, content, enabled codes).

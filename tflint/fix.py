@@ -204,20 +204,25 @@ def write_preserving_mode(path: str, data: bytes) -> None:
         raise
 
 
-def fix_file(path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = False) -> FixOutcome:
-    """Fix ``raw`` (the content of ``path``) as far as the fixes go; nothing is written here."""
+def fix_file(
+    path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = False, rules: list | None = None
+) -> FixOutcome:
+    """Fix ``raw`` (the content of ``path``) as far as the fixes go; nothing is written here.
+
+    ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
+    """
     from tflint.engine import lint_text
     from tflint.source import is_notebook_path
 
     outcome = FixOutcome(path, raw)
     if is_notebook_path(path):
-        return _fix_notebook(outcome, raw, enabled, unsafe)
+        return _fix_notebook(outcome, raw, enabled, unsafe, rules)
     try:
         src = decode(path, raw)
     except SourceError:
         return outcome
     text = original = src.text
-    result = lint_text(path, text, enabled)
+    result = lint_text(path, text, enabled, rules=rules)
     outcome.errors.extend(result.errors)
     fixed = 0
     for _ in range(MAX_PASSES):
@@ -237,7 +242,7 @@ def fix_file(path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = Fals
             return outcome
         text = new_text
         fixed += n
-        result = lint_text(path, text, enabled)
+        result = lint_text(path, text, enabled, rules=rules)
         outcome.errors.extend(e for e in result.errors if e not in outcome.errors)
     outcome.findings = result.findings
     if text == original:
@@ -260,7 +265,9 @@ def fix_file(path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = Fals
     return outcome
 
 
-def _fix_notebook(outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool) -> FixOutcome:
+def _fix_notebook(
+    outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool, rules: list | None
+) -> FixOutcome:
     """Fix the code cells of a notebook: edits must stay within one cell and off IPython lines."""
     import json
 
@@ -287,7 +294,7 @@ def _fix_notebook(outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsa
     original_cells = [list(c) for c in cell_texts]
     text = src.text
     fixed = 0
-    result = lint_text(outcome.path, text, enabled)
+    result = lint_text(outcome.path, text, enabled, rules=rules)
     for _ in range(MAX_PASSES):
         fixes = []
         for fx in _applicable(result.findings, unsafe):
@@ -335,11 +342,11 @@ def _fix_notebook(outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsa
         nb = new_src.notebook
         doc = new_src.document
         text = new_src.text
-        result = lint_text(outcome.path, text, enabled)
+        result = lint_text(outcome.path, text, enabled, rules=rules)
     if not fixed or cell_texts == original_cells:
         from tflint.engine import lint_bytes
 
-        outcome.findings = lint_bytes(outcome.path, raw, enabled).findings
+        outcome.findings = lint_bytes(outcome.path, raw, enabled, rules).findings
         return outcome
     problem = parses(text)
     if problem:
@@ -350,7 +357,7 @@ def _fix_notebook(outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsa
     new_raw = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
     outcome.new_raw = new_raw
     outcome.fixed = fixed
-    outcome.findings = lint_bytes(outcome.path, new_raw, enabled).findings
+    outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules).findings
     outcome.old_text = raw.decode("utf-8-sig", "replace")
     outcome.new_text = new_raw.decode("utf-8")
     return outcome

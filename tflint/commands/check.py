@@ -145,8 +145,6 @@ def run_check(opts: CheckOptions) -> int:
     _validate_codes("--select", opts.select)
     _validate_codes("--ignore", opts.ignore)
     _validate_codes("--extend-select", opts.extend_select)
-    if opts.unsafe_fixes and not (opts.fix or opts.diff):
-        opts.fix = False  # --unsafe-fixes only widens --fix / --diff
     stdin_mode = "-" in opts.paths
     if stdin_mode and len(opts.paths) > 1:
         raise UsageError("'-' (stdin) cannot be combined with other paths")
@@ -393,6 +391,8 @@ def _emit(findings, opts: CheckOptions, fmt: str, cwd: str, raws: dict[str, byte
             summary=not opts.quiet,
             cell_lines=cell_lines,
         )
+        if hasattr(ctx, "unsafe_fixes"):
+            ctx.unsafe_fixes = opts.unsafe_fixes
         text = renderer.render(findings, ctx)
     if text:
         out.write(text if text.endswith("\n") else text + "\n")
