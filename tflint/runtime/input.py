@@ -39,6 +39,7 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
     flags = {"prefetch": False, "final_prefetch": False, "parallel_map": False, "sequential_map": False,
              "py_function": False, "from_generator": False, "cache": False}
     sites: list[list[Any]] = []
+    iter_site = None
     d = ds
     depth = 0
     while d is not None and depth < max_depth:
@@ -47,6 +48,8 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
         site = getattr(d, "_tflint_site", None)
         if site and list(site) not in sites:
             sites.append(list(site))
+        if depth == 0:
+            iter_site = getattr(d, "_tflint_iter_site", None)
         if "Prefetch" in name:
             flags["prefetch"] = True
             if depth == 0 or all(c in ("OptionsDataset", "PrefetchDataset") for c in chain):
@@ -75,7 +78,9 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
             ins = []
         d = ins[0] if ins else None
         depth += 1
-    return {"chain": chain, "sites": sites[:8], **flags}
+    if not sites and iter_site:
+        sites.append(list(iter_site))
+    return {"chain": chain, "sites": sites[:8], "created_before_watch": bool(iter_site and not sites[1:] and sites and list(iter_site) == sites[0]), **flags}
 
 
 class _IterStats:
@@ -181,6 +186,11 @@ class InputHook(Hook):
                 if hook.active and dataset is not None and executing_eagerly():
                     try:
                         hook._last_dataset = weakref.ref(dataset)
+                        if getattr(dataset, "_tflint_site", None) is None:
+                            # built before the session started: point at where it is iterated
+                            site = user_frame()
+                            if site is not None:
+                                object.__setattr__(dataset, "_tflint_iter_site", site)
                     except TypeError:
                         hook._last_dataset = None
 

@@ -189,7 +189,7 @@ class PlacementHook(Hook):
 
     # ---------------------------------------------------------------------------------
     def _record(self, op_type: str, requested: str, actual: str, site: Any, how: str, node: str | None = None) -> None:
-        key = (op_type, requested, actual, tuple(site) if site else None)
+        key = (op_type, requested, actual, tuple(site) if site else None, how)
         rec = self.store.record(
             KIND,
             key,
