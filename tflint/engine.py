@@ -124,6 +124,8 @@ def _normalise_columns(findings: list[Finding], text: str) -> list[Finding]:
 def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
     from dataclasses import replace
 
+    from tflint.finding import Edit, Fix
+
     out = []
     for f in findings:
         cell, line = nb.locate(f.line)
@@ -131,7 +133,22 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
         end_col = f.end_col
         if end_cell != cell:  # clamp to the end of the cell
             end_line, end_col = line, f.col
-        out.append(replace(f, cell=cell, line=line, end_line=end_line, end_col=end_col, fix=None))
+        fix = f.fix
+        if fix is not None:
+            # Keep a fix only when it stays inside the finding's cell and off IPython lines;
+            # its edits are then in cell coordinates too.
+            edits = []
+            for e in fix.edits:
+                c1, l1 = nb.locate(e.line)
+                c2, l2 = nb.locate(e.end_line)
+                if c1 != cell or c2 != cell or e.line > len(nb.lines) or any(
+                    ln in nb.replaced for ln in range(e.line, e.end_line + 1)
+                ):
+                    edits = None
+                    break
+                edits.append(Edit(l1, e.col, l2, e.end_col, e.content))
+            fix = Fix(fix.message, tuple(edits), fix.applicability) if edits else None
+        out.append(replace(f, cell=cell, line=line, end_line=end_line, end_col=end_col, fix=fix))
     return out
 
 
