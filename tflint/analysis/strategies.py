@@ -72,7 +72,7 @@ class Strategy:
 
 
 class StrategyFacts:
-    def __init__(self, analysis: "Analysis") -> None:
+    def __init__(self, analysis: Analysis) -> None:
         self.a = analysis
 
     # -- strategies -----------------------------------------------------------------------
@@ -319,7 +319,7 @@ def _walk_own(nodes: list[ast.AST]):
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def strategy_facts(analysis: "Analysis") -> StrategyFacts:
+def strategy_facts(analysis: Analysis) -> StrategyFacts:
     """The module's strategy facts, computed once per analysis (``analysis.strategies`` when the
     facade provides it)."""
     facts = getattr(analysis, "strategies", None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import List, Optional
 
 import typer
 
@@ -73,9 +72,9 @@ def register(app: typer.Typer) -> None:
 
     @report_app.command("merge", no_args_is_help=True)
     def merge_cmd(
-        reports: List[str] = typer.Argument(..., metavar="REPORT.json...",
+        reports: list[str] = typer.Argument(..., metavar="REPORT.json...",
                                             help="Reports written by `tflint profile --json`, one per worker."),
-        json_out: Optional[str] = typer.Option(None, "--json", metavar="OUT",
+        json_out: str | None = typer.Option(None, "--json", metavar="OUT",
                                                help="Also write the merged report as JSON."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the merged report."),
     ) -> None:

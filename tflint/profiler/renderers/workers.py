@@ -41,7 +41,7 @@ def _batch(row: dict[str, Any]) -> str:
     return f"{g if g is not None else '?'}/{p if p is not None else '?'}"
 
 
-def worker_rows(report: "Report") -> dict[str, dict[str, Any]]:
+def worker_rows(report: Report) -> dict[str, dict[str, Any]]:
     """``metrics["workers"]`` of a merged report, or the one worker of a tagged report."""
     workers = report.metrics.get("workers")
     if isinstance(workers, dict) and workers:
@@ -59,7 +59,7 @@ class WorkersRenderer:
         self.file = file
         self.width = width
 
-    def render(self, report: "Report") -> None:
+    def render(self, report: Report) -> None:
         from rich.console import Console
 
         file = self.file if self.file is not None else sys.stderr
@@ -70,7 +70,7 @@ class WorkersRenderer:
         for r in self.renderables(report):
             console.print(r)
 
-    def renderables(self, report: "Report") -> list[Any]:
+    def renderables(self, report: Report) -> list[Any]:
         from rich.table import Table
         from rich.text import Text
 
