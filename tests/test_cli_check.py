@@ -310,3 +310,14 @@ def test_help_lists_every_option(flag):
                 "--statistics", "--exit-zero", "--quiet", "--no-cache", "--show-files", "--fix", "--diff",
                 "--unsafe-fixes", "--stdin-filename"):
         assert opt in proc.stdout, opt
+
+
+def test_force_exclude_applies_excludes_to_explicit_paths(tmp_path):
+    write(tmp_path, "build/gen.py", BAD)
+    write(tmp_path, "vendor/lib/x.py", BAD)
+    write(tmp_path, "src/a.py", BAD)
+    write(tmp_path, "tflint.toml", 'extend-exclude = ["vendor"]\n')
+    args = ["--show-files", "build/gen.py", "vendor/lib/x.py", "src/a.py"]
+    assert tflint(*args, cwd=tmp_path).stdout.split() == ["build/gen.py", "src/a.py", "vendor/lib/x.py"]
+    assert tflint(*args, "--force-exclude", cwd=tmp_path).stdout.split() == ["src/a.py"]
+    assert concise("--force-exclude", "build/gen.py", cwd=tmp_path).returncode == 0

@@ -47,6 +47,9 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings and nothing else."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
         show_files: bool = typer.Option(False, "--show-files", help="List the files that would be checked, and exit."),
+        force_exclude: bool = typer.Option(
+            False, "--force-exclude", help="Apply the excludes to paths given explicitly too (for pre-commit)."
+        ),
         fix: bool = typer.Option(False, "--fix", help="Apply safe fixes."),
         diff: bool = typer.Option(False, "--diff", help="Print the fixes as a unified diff instead of applying them."),
         unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
@@ -70,6 +73,7 @@ def register(app: typer.Typer) -> None:
             quiet=quiet,
             no_cache=no_cache,
             show_files=show_files,
+            force_exclude=force_exclude,
             fix=fix,
             diff=diff,
             unsafe_fixes=unsafe_fixes,
@@ -97,6 +101,7 @@ class CheckOptions:
         self.quiet: bool = kw.pop("quiet", False)
         self.no_cache: bool = kw.pop("no_cache", False)
         self.show_files: bool = kw.pop("show_files", False)
+        self.force_exclude: bool = kw.pop("force_exclude", False)
         self.fix: bool = kw.pop("fix", False)
         self.diff: bool = kw.pop("diff", False)
         self.unsafe_fixes: bool = kw.pop("unsafe_fixes", False)
@@ -173,7 +178,7 @@ def run_check(opts: CheckOptions) -> int:
     try:
         if stdin_mode:
             return _check_stdin(opts, fmt, cwd, settings_for_dir)
-        files = _collect(opts.paths, cwd, settings_for_dir)
+        files = _collect(opts.paths, cwd, settings_for_dir, opts.force_exclude)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -300,7 +305,7 @@ def _cache_dir(finder, cwd: str) -> str:
     return os.path.join(root, CACHE_DIR_NAME)
 
 
-def _collect(paths: list[str], cwd: str, settings_for_dir) -> list[str]:
+def _collect(paths: list[str], cwd: str, settings_for_dir, force_exclude: bool = False) -> list[str]:
     import os
 
     from tflint.discover import walk
@@ -308,10 +313,25 @@ def _collect(paths: list[str], cwd: str, settings_for_dir) -> list[str]:
     def excluded(parent: str, path: str) -> bool:
         return settings_for_dir(parent).is_excluded(path)
 
+    def force_excluded(path: str) -> bool:
+        # The path or any directory above it (up to the governing configuration's root).
+        settings = settings_for_dir(os.path.dirname(path))
+        stop = settings.config.root
+        p = path
+        while True:
+            if settings_for_dir(os.path.dirname(p)).is_excluded(p):
+                return True
+            parent = os.path.dirname(p)
+            if parent == p or p == stop or not parent.startswith(stop):
+                return False
+            p = parent
+
     seen: set[str] = set()
     out: list[str] = []
     for p in paths:
         ap = os.path.abspath(os.path.join(cwd, os.path.expanduser(p)))
+        if force_exclude and os.path.exists(ap) and force_excluded(ap):
+            continue
         if os.path.isdir(ap):
             found = walk(ap, excluded)
         elif os.path.exists(ap):
