@@ -275,6 +275,7 @@ class DistributeHook(Hook):
         self._sum_wait = 0.0
         self._sum_interval = 0.0
         self._first_result_seen = False
+        reset_observations()  # a new session starts clean; re-entering it keeps what it saw
 
     def check(self) -> str | None:
         from tensorflow.python.distribute import distribute_lib, input_lib
@@ -293,7 +294,6 @@ class DistributeHook(Hook):
 
         hook = self
         base = distribute_lib.StrategyBase
-        reset_observations()
 
         def wrap_init(original):
             def __init__(self, *args, **kwargs):
