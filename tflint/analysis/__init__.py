@@ -9,6 +9,7 @@ attribute so a rule set that does not need dataset chains never pays for them:
 - ``tapes``    — ``GradientTape`` blocks and their dataflow (:mod:`tflint.analysis.tapes`)
 - ``datasets`` — tf.data chains across statements (:mod:`tflint.analysis.datasets`)
 - ``loops``    — training loops (:mod:`tflint.analysis.loops`)
+- ``strategies`` — tf.distribute strategies and their scopes (:mod:`tflint.analysis.strategies`)
 """
 
 from __future__ import annotations
@@ -108,3 +109,9 @@ class Analysis:
         from tflint.analysis.loops import LoopFacts
 
         return LoopFacts(self)
+
+    @cached_property
+    def strategies(self):
+        from tflint.analysis.strategies import StrategyFacts
+
+        return StrategyFacts(self)

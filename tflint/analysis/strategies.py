@@ -320,12 +320,5 @@ def _walk_own(nodes: list[ast.AST]):
 
 
 def strategy_facts(analysis: Analysis) -> StrategyFacts:
-    """The module's strategy facts, computed once per analysis (``analysis.strategies`` when the
-    facade provides it)."""
-    facts = getattr(analysis, "strategies", None)
-    if isinstance(facts, StrategyFacts):
-        return facts
-    cached = analysis.__dict__.get("_strategy_facts")
-    if cached is None:
-        cached = analysis.__dict__["_strategy_facts"] = StrategyFacts(analysis)
-    return cached
+    """The module's strategy facts, computed once per analysis."""
+    return analysis.strategies
