@@ -254,6 +254,8 @@ class DatasetFacts:
         self._consumptions: list[Consumption] = []
         self._by_name: dict[str, list[ast.AST]] = {}
         self._class_methods: dict[ast.ClassDef, dict[str, ast.AST]] = {}
+        self._classes: dict[str, ast.ClassDef] = {}
+        self._lines: list[str] | None = None
 
     # -- public queries ------------------------------------------------------------------
     def is_dataset(self, expr: ast.AST) -> bool:
@@ -312,7 +314,9 @@ class DatasetFacts:
         func = call.func
         if not isinstance(func, ast.Attribute):
             return call.lineno, call.col_offset
-        lines = self.a.source.splitlines()
+        if self._lines is None:
+            self._lines = self.a.source.splitlines()
+        lines = self._lines
         if not lines:
             return func.lineno, func.col_offset
         line, col = func.value.end_lineno, func.value.end_col_offset
@@ -338,6 +342,8 @@ class DatasetFacts:
         for node in ast.walk(self.a.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._by_name.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.ClassDef):
+                self._classes.setdefault(node.name, node)
         module_env = _Env()
         self._block(self.a.tree.body, module_env)
         # Functions never called from analyzed code are analyzed on their own.
@@ -361,7 +367,7 @@ class DatasetFacts:
         if cached is not None:
             return cached
         out: dict[str, ast.AST] = {}
-        by_name = {c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)}
+        by_name = self._classes
         todo, seen = [cls], set()
         while todo:
             c = todo.pop(0)

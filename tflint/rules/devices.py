@@ -75,6 +75,7 @@ _HARMLESS_PREFIXES = (
     "tensorflow.distribute.cluster_resolver.",
     "tensorflow.distribute.experimental.CommunicationOptions",
     "tensorflow.data.experimental.enable_debug_mode",
+    "tensorflow.python.eager.context._reset_context",
 )
 # Keras calls that build or load a model (and so create variables).
 _KERAS_INITIALIZERS = frozenset({"keras.models.load_model", "keras.saving.load_model"})
@@ -123,6 +124,8 @@ class SoftDevicePlacement(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if "soft" not in ctx.source:
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ast.walk(ctx.tree):
             if not isinstance(node, ast.Call):
@@ -182,6 +185,8 @@ class DeviceConfigAfterInit(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if not any(m in ctx.source for m in ("memory_growth", "visible_devices", "device_configuration")):
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         configs: list[tuple[ast.Call, str]] = []
         for node in ast.walk(ctx.tree):
@@ -192,14 +197,19 @@ class DeviceConfigAfterInit(Rule):
         if not configs:
             return
         module_ops = self._ops(a, ctx.tree.body)
+        resets = [
+            n for n in ast.walk(ctx.tree)
+            if isinstance(n, ast.Call) and (a.call_name(n) or "").endswith("context._reset_context")
+            or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "_reset_context"
+        ]
         for call, q in configs:
             func = a.enclosing_function(call)
             body = func.body if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) else ctx.tree.body
-            earlier = self._first_before(self._ops(a, body), call)
+            earlier = self._first_before(self._ops(a, body), call, resets)
             if earlier is None and func is not None and isinstance(func, ast.FunctionDef) and a.parent(func) is ctx.tree:
                 # the configuring function called at module level after module-level ops
                 for site in self._module_calls_of(ctx, func.name):
-                    earlier = self._first_before(module_ops, site)
+                    earlier = self._first_before(module_ops, site, resets)
                     if earlier is not None:
                         break
             if earlier is None:
@@ -213,11 +223,13 @@ class DeviceConfigAfterInit(Rule):
             )
 
     @staticmethod
-    def _first_before(ops: list[ast.Call], at: ast.AST) -> ast.Call | None:
+    def _first_before(ops: list[ast.Call], at: ast.AST, resets: list[ast.Call] = ()) -> ast.Call | None:
         pos = (at.lineno, at.col_offset)
+        # A context reset before ``at`` forgets everything created before it.
+        floor = max(((r.lineno, r.col_offset) for r in resets if (r.lineno, r.col_offset) < pos), default=(0, 0))
         best = None
         for op in ops:
-            if (op.lineno, op.col_offset) < pos and (best is None or (op.lineno, op.col_offset) < (best.lineno, best.col_offset)):
+            if floor < (op.lineno, op.col_offset) < pos and (best is None or (op.lineno, op.col_offset) < (best.lineno, best.col_offset)):
                 best = op
         return best
 
@@ -276,6 +288,8 @@ class TensorsAccumulatedInLoop(Rule):
     _CONVERSIONS = frozenset({"numpy", "item", "tolist"})
 
     def check(self, ctx: RuleContext) -> None:
+        if ".append(" not in ctx.source:
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ast.walk(ctx.tree):
             if not (

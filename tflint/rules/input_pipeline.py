@@ -159,6 +159,16 @@ class DatasetWithoutPrefetch(Rule):
         "from tensorflow import keras\n\ntrain_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)\ntrain_ds = train_ds.map(lambda x, y: (x / 255.0, y))\nmodel = keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(10)])\nmodel.fit(train_ds, epochs=5)  # expect: TFL401\n",
     ]
 
+    @staticmethod
+    def _peek(ctx: RuleContext, node: ast.AST) -> bool:
+        parent = ctx.analysis.parent(node)
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id == "next"
+            and parent.args[:1] == [node]
+        )
+
     _VERBS = {"for": "iterated", "iter": "iterated", "fit": "passed to `fit()`", "evaluate": "passed to `evaluate()`"}
 
     def check(self, ctx: RuleContext) -> None:
@@ -175,6 +185,8 @@ class DatasetWithoutPrefetch(Rule):
                 continue
             if cons.kind == "for" and all(c.steps[-1].method == "take" for c in chains):
                 continue  # a look at the first batches, not a training loop
+            if cons.kind == "iter" and self._peek(ctx, cons.node):
+                continue  # next(iter(ds)): one element, nothing to overlap
             key = (id(cons.node), id(cons.expr))
             if key in seen:
                 continue

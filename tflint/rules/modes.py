@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from tflint.analysis.loops import walk_body
 from tflint.finding import Fix, Severity
@@ -13,6 +14,7 @@ _TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v1.function"
 _SAVE_FUNCS = frozenset({"tensorflow.saved_model.save", "tensorflow.keras.models.save_model", "keras.models.save_model", "keras.saving.save_model"})
 _GRADIENT_MARKERS = frozenset({"gradient", "apply_gradients", "minimize", "jacobian", "batch_jacobian"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_TRAINING_TRUE_TEXT = re.compile(r"training\s*=\s*True")
 
 
 def _is_true(node: ast.AST | None) -> bool:
@@ -69,6 +71,8 @@ class TrainingTrueInServing(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if not _TRAINING_TRUE_TEXT.search(ctx.source):
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         serving: dict[ast.AST, str] = {}
         for node in ast.walk(ctx.tree):
@@ -226,6 +230,8 @@ class LogitsProbabilitiesMismatch(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if "compile(" not in ctx.source:
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ast.walk(ctx.tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"):
@@ -466,6 +472,8 @@ class LogOfSoftmax(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if "log(" not in ctx.source:
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ast.walk(ctx.tree):
             if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Call)):
@@ -608,6 +616,8 @@ class HardCodedTrainingInCall(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        if not _TRAINING_TRUE_TEXT.search(ctx.source):
+            return  # cheap text test: nothing to look at
         a = ctx.analysis
         for cls in ast.walk(ctx.tree):
             if not (isinstance(cls, ast.ClassDef) and a.traced.is_keras_class(cls)):
