@@ -73,6 +73,10 @@ VARIABLE_ATTRS = frozenset(
         "recurrent_kernel",
     }
 )
+LIST_ATTRS = frozenset(
+    {"trainable_variables", "trainable_weights", "variables", "weights", "non_trainable_variables",
+     "non_trainable_weights"}
+)
 TRAINABLE_ATTRS = frozenset({"trainable_variables", "trainable_weights"})
 _CUT_LAST = frozenset({"argmax", "argmin", "round", "sign", "stop_gradient", "numpy_function"})
 _CUT_PREFIXES = ("tensorflow.", "tensorflow.math.", "keras.ops.", "keras.backend.",
@@ -581,8 +585,13 @@ class _Interp:
             return NONE_VAL
         if isinstance(node, ast.Call):
             return self.call(node)
-        if isinstance(node, (ast.BinOp,)):
-            return self.op([self.expr(node.left), self.expr(node.right)], "op", origin="an expression")
+        if isinstance(node, ast.BinOp):
+            left, right = self.expr(node.left), self.expr(node.right)
+            if isinstance(node.op, ast.Add) and self.listish(node.left, left) and self.listish(node.right, right):
+                # list concatenation (`a.trainable_variables + b.trainable_variables`)
+                kind = "variable" if "variable" in (left.kind, right.kind) else "container"
+                return replace(self.passthrough([left, right], kind=kind), roots=left.roots | right.roots)
+            return self.op([left, right], "op", origin="an expression")
         if isinstance(node, ast.UnaryOp):
             v = self.expr(node.operand)
             if isinstance(node.op, ast.Not):
@@ -638,6 +647,18 @@ class _Interp:
                 self.expr(part)
             return NONE_VAL
         return Val()
+
+    @staticmethod
+    def listish(node: ast.AST, v: Val) -> bool:
+        if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
+            return True
+        if isinstance(node, ast.Attribute):
+            return node.attr in LIST_ATTRS
+        if isinstance(node, ast.Name):
+            return bool(v.roots or v.elts) or v.kind == "container"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return v.kind in ("variable", "container")
+        return False
 
     def comprehension(self, node) -> Val:
         saved = dict(self.env)
@@ -972,7 +993,18 @@ class TapeFacts:
         return fn if fn is not None else self.a.tree
 
     def is_tape_call(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Call) and self.a.qualname(node.func) in GRADIENT_TAPE
+        if not isinstance(node, ast.Call):
+            return False
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            if f.attr != "GradientTape":
+                return False
+        elif isinstance(f, ast.Name):
+            if not (self.a.imports.aliases.get(f.id) or "").endswith("GradientTape"):
+                return False
+        else:
+            return False
+        return self.a.qualname(f) in GRADIENT_TAPE
 
     def _collect(self) -> None:
         a = self.a
@@ -982,7 +1014,7 @@ class TapeFacts:
         assigned: dict[tuple[int, str], ast.Call] = {}
         withs: list[ast.AST] = []
         tape_calls: list[ast.Call] = []
-        for node in ast.walk(a.tree):
+        for node in a.parents:
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 withs.append(node)
             elif isinstance(node, ast.Call) and self.is_tape_call(node):
@@ -1031,7 +1063,7 @@ class TapeFacts:
                         # `with tape as t:` binds the same tape to another name
                         pass
         # Calls on tapes: the latest tape bound to that name before the call in the same scope.
-        for node in ast.walk(a.tree):
+        for node in a.parents:
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -1320,7 +1352,7 @@ class TapeFacts:
     def _assignments(self) -> dict[tuple[int, str], list[tuple[tuple[int, int], ast.AST, ast.AST, int | None]]]:
         """(scope id, name) → [(position, statement, value, index in a tuple target)]."""
         out: dict[tuple[int, str], list] = {}
-        for node in ast.walk(self.a.tree):
+        for node in self.a.parents:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 scope = id(self.scope_of(node))
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -1424,17 +1456,21 @@ class TapeFacts:
         a = self.a
         if not a.imports.uses_tensorflow:
             return out
-        unbuilt = self._unbuilt_constructions()
-        if not unbuilt:
-            return out
-        for node in ast.walk(a.tree):
-            if not (
+        reads = []
+        for node in a.parents:
+            if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.ctx, ast.Load)
                 and node.attr in TRAINABLE_ATTRS
                 and isinstance(node.value, ast.Name)
             ):
-                continue
+                use = self._gradient_use(node)
+                if use is not None:
+                    reads.append((node, use))
+        if not reads:
+            return out
+        unbuilt = self._unbuilt_constructions({r.value.id for r, _ in reads})
+        for node, use in reads:
             name = node.value.id
             scope = self.scope_of(node)
             ctor = unbuilt.get((id(scope), name))
@@ -1446,9 +1482,6 @@ class TapeFacts:
             # the last construction before the read must be the unbuilt one
             last = self.last_assignment(name, node)
             if last is None or last[0] is not ctor_stmt:
-                continue
-            use = self._gradient_use(node)
-            if use is None:
                 continue
             if self._built_between(name, scope, ctor_stmt, node):
                 continue
@@ -1505,14 +1538,15 @@ class TapeFacts:
                         return use
         return None
 
-    def _unbuilt_constructions(self) -> dict[tuple[int, str], tuple[ast.AST, ast.Call]]:
+    def _unbuilt_constructions(self, names: set[str]) -> dict[tuple[int, str], tuple[ast.AST, ast.Call]]:
         out: dict[tuple[int, str], tuple[ast.AST, ast.Call]] = {}
-        classes = {c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)}
-        for node in ast.walk(self.a.tree):
+        classes = {c.name: c for c in self.a.parents if isinstance(c, ast.ClassDef)}
+        for node in self.a.parents:
             if not (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in names
                 and isinstance(node.value, ast.Call)
             ):
                 continue
