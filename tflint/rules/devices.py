@@ -76,16 +76,30 @@ _HARMLESS_PREFIXES = (
     "tensorflow.distribute.experimental.CommunicationOptions",
     "tensorflow.data.experimental.enable_debug_mode",
     "tensorflow.python.eager.context._reset_context",
+    "tensorflow.distribute.get_strategy",
+    "tensorflow.distribute.has_strategy",
+    "tensorflow.distribute.in_cross_replica_context",
+    "tensorflow.distribute.get_replica_context",
 )
 # Keras calls that build or load a model (and so create variables).
 _KERAS_INITIALIZERS = frozenset({"keras.models.load_model", "keras.saving.load_model"})
+_KERAS_MODELS = frozenset({"keras.Sequential", "keras.models.Sequential", "keras.Model", "keras.models.Model"})
 
 
-def _creates_tensors(q: str | None) -> bool:
+def _creates_tensors(q: str | None, call: ast.Call | None = None, a=None) -> bool:
     if not q:
         return False
-    if q in _KERAS_INITIALIZERS:
+    if q in _KERAS_INITIALIZERS or q.startswith("keras.applications."):
         return True
+    if call is not None and a is not None and q in _KERAS_MODELS:
+        # A model built on an ``Input`` creates its variables (and so initializes the runtime)
+        # when constructed; a bare ``Sequential()`` or layer does not.
+        if q.endswith("Sequential"):
+            layers = call.args[0] if call.args else None
+            return isinstance(layers, (ast.List, ast.Tuple)) and any(
+                isinstance(e, ast.Call) and a.call_name(e) in ("keras.Input", "keras.layers.Input") for e in layers.elts
+            )
+        return bool(call.args or call.keywords)
     if not q.startswith("tensorflow."):
         return False
     return not q.startswith(_HARMLESS_PREFIXES)
@@ -235,7 +249,7 @@ class DeviceConfigAfterInit(Rule):
 
     @staticmethod
     def _ops(a, body: list[ast.stmt]) -> list[ast.Call]:
-        return [n for n in walk_body(body) if isinstance(n, ast.Call) and _creates_tensors(a.call_name(n))]
+        return [n for n in walk_body(body) if isinstance(n, ast.Call) and _creates_tensors(a.call_name(n), n, a)]
 
     @staticmethod
     def _module_calls_of(ctx: RuleContext, name: str) -> list[ast.Call]:

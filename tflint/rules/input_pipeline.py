@@ -327,7 +327,7 @@ class ShuffleAfterBatch(Rule):
                 continue
             ctx.report(
                 _method_span(ctx, t.node),
-                f"`.shuffle()` after `.batch()` (line {batch.line}) shuffles whole batches: the "
+                f"`.shuffle()` after `.{batch.method}()` (line {batch.line}) shuffles whole batches: the "
                 "same examples stay together every epoch. Shuffle before batching",
                 end_node=t.node,
             )

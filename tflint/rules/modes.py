@@ -119,16 +119,22 @@ class TrainingTrueInServing(Rule):
                     return True
         return False
 
-    def _signature_functions(self, ctx: RuleContext, sig: ast.AST, at: ast.AST) -> list[ast.AST]:
+    def _signature_functions(self, ctx: RuleContext, sig: ast.AST, at: ast.AST, depth: int = 0) -> list[ast.AST]:
         if isinstance(sig, ast.Dict):
             out: list[ast.AST] = []
             for v in sig.values:
                 if v is not None:
-                    out.extend(self._signature_functions(ctx, v, at))
+                    out.extend(self._signature_functions(ctx, v, at, depth + 1))
             return out
         if isinstance(sig, ast.Call) and isinstance(sig.func, ast.Attribute) and sig.func.attr == "get_concrete_function":
             return self._resolve(ctx, sig.func.value, at)
-        return self._resolve(ctx, sig, at)
+        found = self._resolve(ctx, sig, at)
+        if not found and isinstance(sig, ast.Name) and depth < 3:
+            # signature = serve.get_concrete_function(...); save(..., signatures=signature)
+            value = _single_value(ctx, sig.id, at)
+            if value is not None:
+                return self._signature_functions(ctx, value, at, depth + 1)
+        return found
 
     def _resolve(self, ctx: RuleContext, expr: ast.AST, at: ast.AST) -> list[ast.AST]:
         """Function definitions of the module that ``expr`` names: a def, a name bound to
