@@ -321,3 +321,19 @@ def test_force_exclude_applies_excludes_to_explicit_paths(tmp_path):
     assert tflint(*args, cwd=tmp_path).stdout.split() == ["build/gen.py", "src/a.py", "vendor/lib/x.py"]
     assert tflint(*args, "--force-exclude", cwd=tmp_path).stdout.split() == ["src/a.py"]
     assert concise("--force-exclude", "build/gen.py", cwd=tmp_path).returncode == 0
+
+
+def test_unknown_option_is_one_line_usage_error(tmp_path):
+    assert_one_line_error(tflint("--bogus", cwd=tmp_path), "--bogus")
+    assert_one_line_error(tflint("--select", cwd=tmp_path), "--select")
+
+
+def test_check_main_entry_point_matches_cli(tmp_path):
+    # The function the CLI dispatches to, called directly (no CLI framework involved).
+    write(tmp_path, "bad.py", BAD)
+    code = subprocess.run(
+        [sys.executable, "-c", "import sys; from tflint.commands.check import main; sys.exit(main(sys.argv[1:]))",
+         "--output-format", "concise", "--no-cache", "bad.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert code.returncode == 1 and code.stdout == concise("bad.py", cwd=tmp_path).stdout

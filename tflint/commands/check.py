@@ -7,8 +7,6 @@ small file must start about as fast as the CLI framework itself.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -18,73 +16,103 @@ class UsageError(Exception):
     """A problem with the command line or the configuration: one line, exit 2."""
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("check")
-    def check(
-        paths: Optional[List[str]] = typer.Argument(
-            None, help="Files or directories to check (default: .); '-' reads stdin."
-        ),
-        select: Optional[List[str]] = typer.Option(
-            None, "--select", help="Rule codes or prefixes to enable (comma-separated, repeatable); replaces the configured set."
-        ),
-        ignore: Optional[List[str]] = typer.Option(
-            None, "--ignore", help="Rule codes or prefixes to disable (comma-separated, repeatable)."
-        ),
-        extend_select: Optional[List[str]] = typer.Option(
-            None, "--extend-select", help="Rule codes or prefixes to enable on top of the configured set."
-        ),
-        exclude: Optional[List[str]] = typer.Option(
-            None, "--exclude", help="Patterns to exclude (replaces the default and configured excludes)."
-        ),
-        extend_exclude: Optional[List[str]] = typer.Option(
-            None, "--extend-exclude", help="Patterns to exclude in addition to the default and configured ones."
-        ),
-        output_format: str = typer.Option(
-            "full", "--output-format", help="full, concise, json, sarif or github."
-        ),
-        statistics: bool = typer.Option(False, "--statistics", help="Show the number of findings per rule instead of the findings."),
-        exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit with status 0 even when there are findings."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings and nothing else."),
-        no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
-        show_files: bool = typer.Option(False, "--show-files", help="List the files that would be checked, and exit."),
-        force_exclude: bool = typer.Option(
-            False, "--force-exclude", help="Apply the excludes to paths given explicitly too (for pre-commit)."
-        ),
-        fix: bool = typer.Option(False, "--fix", help="Apply safe fixes."),
-        diff: bool = typer.Option(False, "--diff", help="Print the fixes as a unified diff instead of applying them."),
-        unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
-        stdin_filename: Optional[str] = typer.Option(
-            None, "--stdin-filename", help="The name of the file read from stdin (for messages and configuration)."
-        ),
-    ) -> None:
-        """Check Python files and notebooks for TensorFlow training pitfalls."""
-        import sys
+_HELP = """Check Python files and notebooks for TensorFlow training pitfalls.
 
+Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error."""
+
+# (flags, argparse keyword arguments); parsed with argparse so that running `tflint check`
+# never pays for the CLI framework's per-parameter value coercion (which imports pydantic).
+_LIST_OPTIONS = (
+    ("--select", "Rule codes or prefixes to enable (comma-separated, repeatable); replaces the configured set."),
+    ("--ignore", "Rule codes or prefixes to disable (comma-separated, repeatable)."),
+    ("--extend-select", "Rule codes or prefixes to enable on top of the configured set."),
+    ("--exclude", "Patterns to exclude (comma-separated, repeatable); replaces the configured `exclude` and the defaults."),
+    ("--extend-exclude", "Patterns to exclude in addition to the default and configured ones."),
+)
+_FLAGS = (
+    ("--statistics", "Show the number of findings per rule instead of the findings."),
+    ("--exit-zero", "Exit with status 0 even when there are findings."),
+    ("--quiet", "Print the findings and nothing else."),
+    ("--no-cache", "Neither read nor write the cache."),
+    ("--show-files", "List the files that would be checked, and exit."),
+    ("--force-exclude", "Apply the excludes to paths given explicitly too (for pre-commit)."),
+    ("--fix", "Apply safe fixes."),
+    ("--diff", "Print the fixes as a unified diff instead of applying them; exit 1 if there are any."),
+    ("--unsafe-fixes", "Also apply (with --fix/--diff) fixes marked unsafe."),
+)
+
+
+def build_parser():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one line, exit 2
+            raise UsageError(message)
+
+    p = Parser(prog="tflint check", description=_HELP, allow_abbrev=False,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="Files or directories to check (default: .); '-' reads stdin.")
+    for flag, text in _LIST_OPTIONS:
+        p.add_argument(flag, action="append", metavar="CODES" if "select" in flag or flag == "--ignore" else "PATTERNS", help=text)
+    p.add_argument("--output-format", default="full", metavar="FORMAT",
+                   help="full (default), concise, json, sarif or github.")
+    for flag, text in _FLAGS:
+        if flag == "--quiet":
+            p.add_argument("-q", flag, action="store_true", help=text)
+        else:
+            p.add_argument(flag, action="store_true", help=text)
+    p.add_argument("--stdin-filename", metavar="PATH",
+                   help="The name of the file read from stdin (for messages and configuration).")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run ``tflint check`` with ``argv`` (the arguments after ``check``); return the exit status."""
+    import sys
+
+    try:
+        args = build_parser().parse_args(argv)
         options = CheckOptions(
-            paths=list(paths or ["."]),
-            select=tuple(select) if select else None,
-            ignore=tuple(ignore or ()),
-            extend_select=tuple(extend_select or ()),
-            exclude=tuple(exclude) if exclude else None,
-            extend_exclude=tuple(extend_exclude or ()),
-            output_format=output_format,
-            statistics=statistics,
-            exit_zero=exit_zero,
-            quiet=quiet,
-            no_cache=no_cache,
-            show_files=show_files,
-            force_exclude=force_exclude,
-            fix=fix,
-            diff=diff,
-            unsafe_fixes=unsafe_fixes,
-            stdin_filename=stdin_filename,
+            paths=list(args.paths or ["."]),
+            select=tuple(args.select) if args.select else None,
+            ignore=tuple(args.ignore or ()),
+            extend_select=tuple(args.extend_select or ()),
+            exclude=tuple(args.exclude) if args.exclude else None,
+            extend_exclude=tuple(args.extend_exclude or ()),
+            output_format=args.output_format,
+            statistics=args.statistics,
+            exit_zero=args.exit_zero,
+            quiet=args.quiet,
+            no_cache=args.no_cache,
+            show_files=args.show_files,
+            force_exclude=args.force_exclude,
+            fix=args.fix,
+            diff=args.diff,
+            unsafe_fixes=args.unsafe_fixes,
+            stdin_filename=args.stdin_filename,
         )
-        try:
-            code = run_check(options)
-        except UsageError as exc:
-            sys.stderr.write(f"error: {exc}\n")
-            code = 2
-        raise typer.Exit(code)
+        return run_check(options)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # e.g. `tflint check | head`
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 2
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "check",
+        help=_HELP,
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    )
+    def check(ctx: typer.Context) -> None:
+        """Check Python files and notebooks for TensorFlow training pitfalls."""
+        raise typer.Exit(main(list(ctx.args)))
 
 
 class CheckOptions:
