@@ -356,12 +356,17 @@ class TensorsAccumulatedInLoop(Rule):
             for n in walk_body(body):
                 if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                     targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                    if any(isinstance(t, ast.Name) and t.id == target.id for t in targets):
-                        v = n.value
-                        if isinstance(v, ast.List) or (
-                            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list"
-                        ):
-                            return True
+                    for t in targets:
+                        pairs = [(t, n.value)]
+                        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, (ast.Tuple, ast.List)):
+                            pairs = list(zip(t.elts, n.value.elts))  # a, b = [], []
+                        for tt, v in pairs:
+                            if not (isinstance(tt, ast.Name) and tt.id == target.id):
+                                continue
+                            if isinstance(v, ast.List) or (
+                                isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "list"
+                            ):
+                                return True
         return False
 
     def _tensor_source(self, ctx: RuleContext, expr: ast.AST, at: ast.AST, depth: int) -> str | None:

@@ -1,0 +1,300 @@
+"""tf.data chain facts and the TFL4xx rules on realistic code."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from tflint.analysis import Analysis
+from tflint.rules.input_pipeline import (
+    CacheAfterRandomness,
+    DatasetWithoutPrefetch,
+    MapWithoutParallelCalls,
+    PyFunctionInDatasetMap,
+    ShuffleAfterBatch,
+)
+from tests.rule_harness import run_rules
+
+
+def facts(src: str):
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    return Analysis(tree, src).datasets, tree
+
+
+def lines(src: str, rule) -> list[int]:
+    return [f.line for f in run_rules(textwrap.dedent(src), [rule])]
+
+
+# -- the analysis -------------------------------------------------------------------------
+
+def test_chain_followed_across_statements_and_functions():
+    d, tree = facts(
+        """
+        import tensorflow as tf
+
+        def make(files, training):
+            ds = tf.data.TFRecordDataset(files)
+            ds = ds.map(parse, num_parallel_calls=4)
+            if training:
+                ds = ds.shuffle(100)
+            ds = ds.batch(8)
+            return ds
+
+        train = make(["a"], True)
+        for step, batch in enumerate(train):
+            pass
+        """
+    )
+    (cons,) = d.consumptions
+    assert cons.kind == "for"
+    got = sorted(c.methods() for c in cons.chains)
+    assert got == [["map", "batch"], ["map", "shuffle", "batch"]]
+    assert {c.line for c in cons.chains} == {5}
+    assert all(not c.has_prefetch() for c in cons.chains)
+
+
+def test_consumption_kinds_and_roles():
+    d, _ = facts(
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(10).batch(2)
+        val = tf.data.Dataset.range(4).batch(2).prefetch(1)
+        model.fit(ds, validation_data=val)
+        model.evaluate(x=ds)
+        model.predict(ds)
+        it = iter(ds)
+        for x in ds.as_numpy_iterator():
+            pass
+        """
+    )
+    got = sorted((c.kind, c.role, c.node.lineno) for c in d.consumptions)
+    assert got == [
+        ("evaluate", "x", 6),
+        ("fit", "validation_data", 5),
+        ("fit", "x", 5),
+        ("for", "iterable", 9),
+        ("iter", "iterable", 8),
+        ("predict", "x", 7),
+    ]
+
+
+def test_is_dataset_only_for_tf_data_values():
+    d, tree = facts(
+        """
+        import pandas as pd
+        import tensorflow as tf
+
+        def f(ds: tf.data.Dataset, other):
+            a = ds.map(g)
+            b = other.map(g)
+            return a, b
+
+        s = pd.Series([1]).map(str)
+        m = map(str, [1])
+        t = tf.data.Dataset.range(3).map(g)
+        """
+    )
+    maps = {n.lineno: n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "map"}
+    assert d.is_dataset(maps[6])  # annotated parameter
+    assert not d.is_dataset(maps[7])  # unknown receiver
+    assert not d.is_dataset(maps[10])  # pandas
+    assert d.is_dataset(maps[12])
+
+
+def test_method_position_on_multiline_chain():
+    d, tree = facts(
+        """
+        import tensorflow as tf
+        ds = (tf.data.Dataset.range(10)
+              .shuffle(10)
+              .map(lambda x: x)  # comment
+              .batch(2))
+        """
+    )
+    (t,) = [t for t in d.transformations if t.method == "map"]
+    assert d.method_position(t.node) == (5, 7)
+
+
+# -- TFL401 ---------------------------------------------------------------------------------
+
+def test_prefetch_on_later_line_does_not_fire():
+    src = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(100).batch(4)
+    ds = ds.map(lambda x: x, num_parallel_calls=2)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    for x in ds:
+        pass
+    """
+    assert lines(src, DatasetWithoutPrefetch) == []
+
+
+def test_tfl401_reported_at_consumption_naming_the_build_line():
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+
+        def make():
+            ds = tf.data.Dataset.range(100)
+            return ds.batch(4)
+
+        def train(model):
+            data = make()
+            model.fit(data, epochs=2)
+        """
+    )
+    (f,) = run_rules(src, [DatasetWithoutPrefetch])
+    assert (f.line, f.code) == (10, "TFL401")
+    assert "built on line 5" in f.message and "fit()" in f.message
+
+
+def test_tfl401_prefetch_only_on_one_branch_still_fires_without_fix():
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(10)
+        if flag:
+            ds = ds.batch(2)
+        else:
+            ds = ds.batch(4)
+        for x in ds:
+            pass
+        """
+    )
+    (f,) = run_rules(src, [DatasetWithoutPrefetch])
+    assert f.line == 8 and f.fix is None
+
+
+def test_tfl401_silent_for_distributed_and_unknown_datasets():
+    src = """
+    import tensorflow as tf
+    strategy = tf.distribute.MirroredStrategy()
+    ds = tf.data.Dataset.range(10).batch(2)
+    dist = strategy.experimental_distribute_dataset(ds)
+    for x in dist:
+        pass
+
+    def loop(dataset):
+        for x in dataset:
+            pass
+    """
+    assert lines(src, DatasetWithoutPrefetch) == []
+
+
+def test_tfl401_after_keras_loader_with_extra_map():
+    src = """
+    from tensorflow import keras
+    ds = keras.utils.image_dataset_from_directory("d/")
+    ds = ds.take(100)
+    keras.Model().fit(ds)
+    ds2 = keras.utils.image_dataset_from_directory("d/").map(lambda x, y: (x, y), num_parallel_calls=2)
+    keras.Model().fit(ds2)
+    """
+    assert lines(src, DatasetWithoutPrefetch) == [7]
+
+
+# -- TFL402 ---------------------------------------------------------------------------------
+
+def test_tfl402_reported_on_the_map_line_of_a_chain():
+    src = """
+    import tensorflow as tf
+    ds = (
+        tf.data.Dataset.range(10)
+        .map(lambda x: x)
+        .map(lambda x: x, 2)
+        .map(lambda x: x, num_parallel_calls=None)
+        .map(lambda x: x, **opts)
+    )
+    """
+    assert lines(src, MapWithoutParallelCalls) == [5]
+
+
+def test_tfl402_ignores_non_datasets():
+    src = """
+    import tensorflow as tf
+    import pandas as pd
+    df = pd.DataFrame({"a": [1]})
+    df["a"].map(str)
+    list(map(str, [1, 2]))
+    executor.map(fn, items)
+    """
+    assert lines(src, MapWithoutParallelCalls) == []
+
+
+# -- TFL403 / TFL404 ------------------------------------------------------------------------
+
+def test_tfl403_names_the_batching_step_and_resets_after_unbatch():
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        a = tf.data.Dataset.range(10).padded_batch(2)
+        a = a.shuffle(4)
+        b = tf.data.Dataset.range(10).batch(2).unbatch().shuffle(4)
+        """
+    )
+    (f,) = run_rules(src, [ShuffleAfterBatch])
+    assert f.line == 4 and "`.padded_batch()` (line 3)" in f.message
+
+
+def test_tfl404_random_map_through_helpers_and_layers():
+    src = """
+    import tensorflow as tf
+    from tensorflow.keras import layers
+
+    def flip(x):
+        return tf.image.stateless_random_flip_left_right(x, seed=(1, 2))
+
+    def augment(x, y):
+        return flip(x), y
+
+    class Pipeline:
+        def __init__(self):
+            self.aug = layers.RandomZoom(0.1)
+
+        def build(self, ds):
+            ds = ds.map(lambda x, y: (self.aug(x), y), num_parallel_calls=2)
+            return ds.cache()
+
+    def scale(x, y):
+        return x / 255.0, y
+
+    ds = tf.data.Dataset.from_tensor_slices((tf.zeros([2, 4, 4, 3]), tf.zeros([2])))
+    a = ds.map(augment, num_parallel_calls=2).cache()
+    b = ds.map(scale, num_parallel_calls=2).cache()
+    """
+    # The method's `ds` is an unannotated parameter: not known to be a dataset.
+    assert lines(src, CacheAfterRandomness) == [23]
+
+
+def test_tfl404_shuffle_then_cache_but_not_cache_then_shuffle():
+    src = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(10)
+    a = ds.cache().shuffle(10).batch(2)
+    b = ds.shuffle(10).batch(2)
+    b = b.cache()
+    """
+    assert lines(src, CacheAfterRandomness) == [6]
+
+
+# -- TFL405 ---------------------------------------------------------------------------------
+
+def test_tfl405_only_inside_dataset_map_functions():
+    src = """
+    import tensorflow as tf
+
+    def slow(x):
+        return x
+
+    def parse(x):
+        return tf.py_function(slow, [x], tf.int64)
+
+    @tf.function
+    def step(x):
+        return tf.py_function(slow, [x], tf.int64)
+
+    ds = tf.data.Dataset.range(3).map(parse, num_parallel_calls=2)
+    values = [slow(v) for v in range(3)]
+    """
+    assert lines(src, PyFunctionInDatasetMap) == [8]
