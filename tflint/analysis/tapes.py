@@ -507,7 +507,12 @@ class _Interp:
         if not isinstance(self.scope, ast.Module):
             mv = self.facts.module_env.get(name)
             if mv is not None:
-                return replace(mv, deps=frozenset(), cuts=frozenset(), fwd=frozenset(), defs=frozenset())
+                origin = mv.origin
+                if origin and mv.defs and " line " not in origin:
+                    origin = f"{origin} on line {min(line for line, _ in mv.defs)}"
+                return replace(
+                    mv, deps=frozenset(), cuts=frozenset(), fwd=frozenset(), defs=frozenset(), origin=origin
+                )
         if name in _BUILTINS:
             return Val(kind="builtin")
         return Val(kind="unknown")
@@ -587,7 +592,11 @@ class _Interp:
             return self.call(node)
         if isinstance(node, ast.BinOp):
             left, right = self.expr(node.left), self.expr(node.right)
-            if isinstance(node.op, ast.Add) and self.listish(node.left, left) and self.listish(node.right, right):
+            if isinstance(node.op, ast.Add) and (
+                (self.listish(node.left, left) and self.listish(node.right, right))
+                or self.variable_list(node.left, left)
+                or self.variable_list(node.right, right)
+            ):
                 # list concatenation (`a.trainable_variables + b.trainable_variables`)
                 kind = "variable" if "variable" in (left.kind, right.kind) else "container"
                 return replace(self.passthrough([left, right], kind=kind), roots=left.roots | right.roots)
@@ -649,7 +658,15 @@ class _Interp:
         return Val()
 
     @staticmethod
-    def listish(node: ast.AST, v: Val) -> bool:
+    def variable_list(node: ast.AST, v: Val) -> bool:
+        """Certainly a Python list of variables (`m.trainable_variables`, an alias of one)."""
+        if isinstance(node, ast.Attribute):
+            return node.attr in LIST_ATTRS
+        return isinstance(node, ast.Name) and bool(v.roots)
+
+    def listish(self, node: ast.AST, v: Val) -> bool:
+        if isinstance(node, ast.IfExp):
+            return self.listish(node.body, v) or self.listish(node.orelse, v)
         if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
             return True
         if isinstance(node, ast.Attribute):
@@ -743,7 +760,9 @@ class _Interp:
                     qn = self.a.qualname(f)
                 if qn is not None:
                     return self.known_call(node, qn, args, kwargs, allargs, origin)
-                if f.id in _BUILTINS and f.id not in self.facts.module_env:
+                if f.id in _BUILTINS and (
+                    isinstance(self.scope, ast.Module) or f.id not in self.facts.module_env
+                ):
                     return self.builtin_call(node, f.id, allargs)
             if v is None:
                 v = self.default(f.id)
@@ -912,7 +931,9 @@ class _Interp:
                     toks.add(("n", e))
                     ev = self.env.get(e) or self.default(e)
                     toks |= {("n", r) for r in ev.roots}
-            if v.kind in ("variable", "tensor", "array") or v.roots or v.elts or v.deps:
+            if v.roots or v.elts or v.deps or v.kind in ("tensor", "array"):
+                return frozenset(toks)
+            if v.kind == "variable" and v.op == "call":  # one variable created here
                 return frozenset(toks)
             return None
         if isinstance(expr, ast.Attribute):
@@ -1132,8 +1153,13 @@ class TapeFacts:
         return [self._flows[c] for c in sorted(self._flows, key=pos)]
 
     def attribute_roots(self, value: ast.AST) -> frozenset:
-        """Objects whose variables an alias like ``v = model.trainable_variables`` (or a sum or
-        list of such) refers to; empty when ``value`` is not such an expression."""
+        """Objects whose variables an alias like ``v = model.trainable_variables`` (or a sum,
+        list or conditional of such) refers to; empty when ``value`` is not such an expression."""
+        roots = self._roots(value)
+        return roots or frozenset()
+
+    def _roots(self, value: ast.AST) -> frozenset | None:
+        """``None`` when ``value`` is not (only) made of variable lists of named objects."""
         if isinstance(value, ast.Attribute):
             root = attr_root(value)
             if (
@@ -1142,15 +1168,22 @@ class TapeFacts:
                 and _mentions_variable_attr(value)
             ):
                 return frozenset({root.id})
-            return frozenset()
+            return None
         if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-            left, right = self.attribute_roots(value.left), self.attribute_roots(value.right)
-            return left | right if left and right else frozenset()
-        if isinstance(value, (ast.List, ast.Tuple)) and value.elts:
-            parts = [self.attribute_roots(e.value if isinstance(e, ast.Starred) else e) for e in value.elts]
-            if all(parts):
-                return frozenset().union(*parts)
-        return frozenset()
+            left, right = self._roots(value.left), self._roots(value.right)
+            return None if left is None or right is None else left | right
+        if isinstance(value, ast.IfExp):
+            body, orelse = self._roots(value.body), self._roots(value.orelse)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(value, (ast.List, ast.Tuple)):
+            out: frozenset = frozenset()
+            for e in value.elts:
+                part = self._roots(e.value if isinstance(e, ast.Starred) else e)
+                if part is None:
+                    return None
+                out |= part
+            return out
+        return None
 
     # -- repeated gradient calls -----------------------------------------------------------
     def repeated_calls(self, tape: Tape) -> list[tuple[ast.Call, ast.AST]]:
@@ -1529,8 +1562,19 @@ class TapeFacts:
 
     def _name_gradient_use(self, name: str, assign: ast.Assign) -> ast.AST | None:
         scope = self.scope_of(assign)
-        for node in walk_scope(getattr(scope, "body", [])):
-            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and pos(node) > pos(assign):
+        if scope is self.a.tree:
+            # a module-level name is also read by the functions of the module
+            nodes = (
+                n for n in self.a.parents
+                if isinstance(n, ast.Name) and n.id == name
+                and (self.scope_of(n) is scope or not self.assignments(name, n))
+            )
+        else:
+            nodes = walk_scope(getattr(scope, "body", []))
+        for node in nodes:
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and (
+                pos(node) > pos(assign) or self.scope_of(node) is not scope
+            ):
                 parent = self.a.parent(node)
                 if isinstance(parent, ast.Call):
                     use = self._consumer(parent, node)
