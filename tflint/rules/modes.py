@@ -520,6 +520,10 @@ class LogOfSoftmax(Rule):
             return None, tf_target
         args_start = (inner.func.end_lineno, inner.func.end_col_offset)
         args_text = self._text_between(ctx, args_start, (inner.end_lineno, inner.end_col_offset))
+        iq = ctx.analysis.call_name(inner) or ""
+        uses_tf = _imports_tensorflow(ctx.tree)
+        if iq.startswith("keras.activations.") and uses_tf:
+            family = "tf"  # tf.keras.activations may lack log_* (Keras 2); tf.nn/tf.math never do
         if family == "keras" and isinstance(inner.func, ast.Attribute):
             func_text = ctx.segment(inner.func.value) + "." + new_name
             import_edits: tuple = ()
@@ -528,9 +532,6 @@ class LogOfSoftmax(Rule):
             alias, import_edits = tensorflow_alias(ctx)
             func_text = f"{alias}.nn.log_softmax" if kind == "softmax" else f"{alias}.math.log_sigmoid"
             target = func_text
-            if kind == "softmax" and family == "keras":
-                # keras.activations.softmax(x, axis=-1): the same signature as tf.nn.log_softmax
-                pass
         if args_text is None or not args_text.lstrip().startswith("("):
             return None, target
         return (
@@ -561,6 +562,15 @@ class LogOfSoftmax(Rule):
         parts.extend(lines[l1:l2 - 1])
         parts.append(_cut(lines[l2 - 1], 0, c2))
         return "".join(parts)
+
+
+def _imports_tensorflow(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "tensorflow" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tensorflow":
+            return True
+    return False
 
 
 def _cut(line: str, start: int, end: int | None) -> str:
