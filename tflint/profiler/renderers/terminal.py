@@ -30,7 +30,7 @@ _TITLES = {
     "memory-growth": "Memory growth",
 }
 # details keys shown as the "cause" and "fix" columns, first match wins
-_CAUSE_KEYS = ("cause", "causes", "reason", "reasons", "why")
+_CAUSE_KEYS = ("cause", "causes")
 _FIX_KEYS = ("fix", "suggestion", "suggested_fix", "fixes")
 _COUNT_KEYS = ("count", "retraces", "occurrences", "calls", "ops")
 
@@ -91,6 +91,25 @@ def _first(details: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
+def split_fix(message: str) -> tuple[str, str]:
+    """``"What happens. Fix: do this."`` -> (what happens, do this)."""
+    for marker in (" Fix: ", "\nFix: "):
+        if marker in message:
+            head, _, tail = message.partition(marker)
+            return head.strip(), tail.strip()
+    return message, ""
+
+
+def headline(message: str, limit: int = 90) -> str:
+    """The first clause of a message, for one-line summaries."""
+    text = split_fix(message)[0]
+    for sep in (": ", ". ", "; ", " — "):
+        cut = text.find(sep)
+        if 20 <= cut <= limit:
+            return text[:cut]
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _text(value: Any, limit: int = 6) -> str:
     if value is None:
         return ""
@@ -99,6 +118,8 @@ def _text(value: Any, limit: int = 6) -> str:
         more = len(value) - limit
         return "\n".join(items + ([f"(+{more} more)"] if more > 0 else []))
     if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            return value["text"]
         return ", ".join(f"{k}: {_text(v)}" for k, v in list(value.items())[:limit])
     return str(value)
 
@@ -170,7 +191,7 @@ class TerminalRenderer:
         table = Table.grid(padding=(0, 2))
         table.add_column(no_wrap=True)
         table.add_column(no_wrap=True)
-        table.add_column(overflow="fold")
+        table.add_column(no_wrap=True, overflow="ellipsis")
         for kind in SIGNAL_KINDS:
             signals = sorted(report.signals_of(kind), key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
             hook = hooks.get(kind) if isinstance(hooks.get(kind), dict) else {}
@@ -180,7 +201,7 @@ class TerminalRenderer:
                 n = len(signals)
                 word = Text(f"✗ {n} {worst}" + ("s" if n > 1 and worst != "info" else ""),
                             style=_SEVERITY_STYLE.get(worst, ""))
-                note = Text(signals[0].message)
+                note = Text(headline(signals[0].message))
             elif status in ("unavailable", "failed"):
                 word = Text("? not measured", style="dim")
                 note = Text(f"hook {status}", style="dim")
@@ -199,23 +220,26 @@ class TerminalRenderer:
                       expand=False)
         table.add_column("Severity", no_wrap=True)
         table.add_column("Count", justify="right", no_wrap=True)
-        table.add_column("Location", no_wrap=True)
+        table.add_column("Location", overflow="fold")
         table.add_column("Problem and cause", overflow="fold", ratio=3)
         table.add_column("Suggested fix", overflow="fold", ratio=2)
         for s in signals:
             details = s.details or {}
             count = _first(details, _COUNT_KEYS)
-            problem = Text(s.message)
+            what, fix_in_message = split_fix(s.message)
+            problem = Text(what)
             cause = _first(details, _CAUSE_KEYS)
-            if cause is not None:
-                problem.append("\n" + _text(cause), style="dim")
+            extra = [line for line in _text(cause).splitlines() if line and line not in what]
+            if extra:
+                problem.append("\n" + "\n".join(extra), style="dim")
+            fix = _first(details, _FIX_KEYS) or fix_in_message
             loc = f"{_short_path(s.location.file)}:{s.location.line}" if s.location else "-"
             table.add_row(
                 Text(s.severity, style=_SEVERITY_STYLE.get(s.severity, "")),
                 _text(count) if isinstance(count, (int, float)) else "",
                 loc,
                 problem,
-                _text(_first(details, _FIX_KEYS)),
+                _text(fix),
             )
         return table
 
