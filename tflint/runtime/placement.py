@@ -9,7 +9,7 @@ for an op) without a GPU silently runs on the CPU. Three mechanisms, all cheap:
 * **Eager ops** — an op callback (``op_callbacks.add_op_callback``) compares the requested device
   (the context's device) with the output tensor's actual device. It costs ~1.6 µs per op, so it
   runs only for a probe window (the first ``PROBE_STEPS`` steps / ``PROBE_OPS`` ops).
-* **Executed functions** — graph collection (``context.enable_graph_collection`` +
+* **Executed functions** (probe window too) — graph collection (``context.enable_graph_collection`` +
   ``export_run_metadata``) gives the requested device of each node before optimisation and the
   device it was assigned; this catches ops without a kernel for an available device (e.g. GPU).
 """
@@ -135,12 +135,14 @@ class PlacementHook(Hook):
             self._op_cb = op_callback
             op_callbacks.add_op_callback(op_callback)
 
-        # executed functions: requested vs assigned devices
-        try:
-            context.context().enable_graph_collection()
-            self._collecting = True
-        except Exception as exc:  # noqa: BLE001
-            self.store.values["placement.graph_collection"] = f"unavailable: {type(exc).__name__}: {exc}"
+        # executed functions: requested vs assigned devices. Graph collection also records every
+        # eager op as a one-node function, which is costly in eager loops: probe window only.
+        if not self._probe_done:
+            try:
+                context.context().enable_graph_collection()
+                self._collecting = True
+            except Exception as exc:  # noqa: BLE001
+                self.store.values["placement.graph_collection"] = f"unavailable: {type(exc).__name__}: {exc}"
 
     def _remove_op_callback(self) -> None:
         cb = self._op_cb
@@ -165,20 +167,26 @@ class PlacementHook(Hook):
             lst.remove(self._cf_cb)
         self._cf_cb = None
         self._remove_op_callback()
-        if self._collecting:
+        self._stop_collection()
+
+    def _stop_collection(self) -> None:
+        if not self._collecting:
+            return
+        try:
+            self.collect()
+        finally:
             try:
-                self.collect()
-            finally:
-                try:
-                    self._context.context().disable_graph_collection()
-                except Exception:  # noqa: BLE001
-                    pass
-                self._collecting = False
+                self._context.context().disable_graph_collection()
+            except Exception:  # noqa: BLE001
+                pass
+            self._collecting = False
 
     def on_step(self, step: int, now: float) -> None:
-        if self._op_cb is not None and (self._probe_done or step >= PROBE_STEPS):
+        if (self._op_cb is not None or self._collecting) and (self._probe_done or step >= PROBE_STEPS):
             self._probe_done = True
             self._remove_op_callback()
+            self._stop_collection()
+            return
         if self._collecting and now - self._last_export >= EXPORT_INTERVAL_S:
             self._last_export = now
             try:
@@ -279,7 +287,8 @@ class PlacementHook(Hook):
         return {
             "available_devices": sorted(self._available_devs),
             "eager_ops_probed": min(self._probe_ops, PROBE_OPS),
-            "graph_collection": self.store.values.get("placement.graph_collection", "on" if self._collecting or self.graph_nodes_checked else "off"),
+            "graph_collection": self.store.values.get(
+                "placement.graph_collection", "on" if self._collecting else f"probe window done (first {PROBE_STEPS} steps)" if self._probe_done else "off"),
             "graph_nodes_checked": self.graph_nodes_checked,
             "fallbacks": self.store.count("placement.fallbacks"),
         }
