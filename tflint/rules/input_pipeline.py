@@ -261,6 +261,8 @@ class MapWithoutParallelCalls(Rule):
             call = t.node
             if len(call.args) >= 2 or any(k.arg is None or k.arg == "num_parallel_calls" for k in call.keywords):
                 continue
+            if any(isinstance(arg, ast.Starred) for arg in call.args):
+                continue  # `*args` may carry num_parallel_calls
             if not call.args and not call.keywords:
                 continue
             alias, import_edits = tensorflow_alias(ctx)
