@@ -276,7 +276,7 @@ class GradientFlow:
 class _Interp:
     """Runs over one function (or module) body for one tape (or none)."""
 
-    def __init__(self, facts: "TapeFacts", scope: ast.AST, tape: Tape | None) -> None:
+    def __init__(self, facts: TapeFacts, scope: ast.AST, tape: Tape | None) -> None:
         self.facts = facts
         self.a = facts.a
         self.scope = scope
@@ -296,7 +296,7 @@ class _Interp:
         self.auto_watch = tape is None or tape.watch_accessed_variables is not False
 
     # -- driving -------------------------------------------------------------------------
-    def run(self) -> "_Interp":
+    def run(self) -> _Interp:
         body = getattr(self.scope, "body", [])
         if isinstance(body, list):
             self.block(body)
@@ -985,7 +985,7 @@ def _is_loss_instance(qual: str) -> bool:
     return qual.startswith(("keras.losses.", "keras.metrics.")) and qual.endswith("()")
 
 
-def _is_int_dtype(node: ast.AST, a: "Analysis") -> bool:
+def _is_int_dtype(node: ast.AST, a: Analysis) -> bool:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value in _INT_DTYPES
     if isinstance(node, ast.Name) and node.id in ("int", "bool") and a.qualname(node) is None:
@@ -1001,7 +1001,7 @@ def _is_int_dtype(node: ast.AST, a: "Analysis") -> bool:
 
 
 class TapeFacts:
-    def __init__(self, analysis: "Analysis") -> None:
+    def __init__(self, analysis: Analysis) -> None:
         self.a = analysis
         self.tapes: list[Tape] = []
         self.persistent_calls: list[ast.Call] = []  # every GradientTape(persistent=True) call
@@ -1029,6 +1029,8 @@ class TapeFacts:
 
     def _collect(self) -> None:
         a = self.a
+        if a.source and "GradientTape" not in a.source:
+            return
         if not a.imports.uses_tensorflow:
             return
         by_name: dict[tuple[int, str], list[Tape]] = {}
@@ -1487,6 +1489,8 @@ class TapeFacts:
         shape) has not created its variables yet: (read, model name, constructor call, use)."""
         out = []
         a = self.a
+        if a.source and "trainable_" not in a.source:
+            return out
         if not a.imports.uses_tensorflow:
             return out
         reads = []
@@ -1677,7 +1681,7 @@ class TapeFacts:
         return False
 
 
-def _is_input(node: ast.AST, a: "Analysis") -> bool:
+def _is_input(node: ast.AST, a: Analysis) -> bool:
     return isinstance(node, ast.Call) and (a.qualname(node.func) or "").rsplit(".", 1)[-1] in ("Input", "InputLayer")
 
 
@@ -1734,4 +1738,4 @@ def _mentions_variable_attr(expr: ast.AST) -> bool:
     return False
 
 
-__all__ = ["Tape", "TapeFacts", "GradientFlow", "SourceFact", "Val", "GRADIENT_TAPE"]
+__all__ = ["GRADIENT_TAPE", "GradientFlow", "SourceFact", "Tape", "TapeFacts", "Val"]

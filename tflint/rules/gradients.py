@@ -611,7 +611,7 @@ class AppliedToOtherVariables(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         facts = ctx.analysis.tapes
-        if not ctx.analysis.imports.uses_tensorflow:
+        if ".gradient(" not in ctx.source or not ctx.analysis.imports.uses_tensorflow:
             return
         for node in ast.walk(ctx.tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -663,11 +663,11 @@ class AppliedToOtherVariables(Rule):
 
 
 __all__ = [
-    "UnwatchedTensorSource",
-    "TargetOutsideTape",
-    "GradientPathCut",
-    "RepeatedGradientCall",
-    "PersistentTapeKeptAlive",
-    "VariablesReadBeforeBuild",
     "AppliedToOtherVariables",
+    "GradientPathCut",
+    "PersistentTapeKeptAlive",
+    "RepeatedGradientCall",
+    "TargetOutsideTape",
+    "UnwatchedTensorSource",
+    "VariablesReadBeforeBuild",
 ]
