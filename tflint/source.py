@@ -103,8 +103,13 @@ def detect_encoding(raw: bytes) -> tuple[str, bool]:
             info = codecs.lookup(name)
         except LookupError:
             raise SourceError(f"unknown encoding {name!r} in coding cookie", lineno, 0) from None
-        if bom and info.name != "utf-8":
-            raise SourceError(f"encoding problem: {name} with a UTF-8 BOM", lineno, 0)
+        if bom:
+            # As Python's tokenizer: with a BOM the cookie must spell UTF-8 (`utf-8`, `utf_8`,
+            # `utf-8-sig`...; `utf8` is refused by Python itself).
+            spelled = name[:12].lower().replace("_", "-")
+            if not (spelled == "utf-8" or spelled.startswith("utf-8-")) or info.name not in ("utf-8", "utf-8-sig"):
+                raise SourceError(f"encoding problem: {name} with a UTF-8 BOM", lineno, 0)
+            return "utf-8", bom
         return info.name, bom
     return "utf-8", bom
 
@@ -124,6 +129,8 @@ def decode_python(raw: bytes) -> Source:
         raise SourceError(
             f"cannot decode as {encoding}: invalid byte 0x{body[exc.start]:02x}", line, col
         ) from None
+    except (UnicodeError, LookupError) as exc:  # e.g. a cookie naming `undefined` or `rot13`
+        raise SourceError(f"cannot decode as {encoding}: {exc}", 1, 0) from None
     if "\0" in text:
         # NUL after the first 8 KiB, or produced by the codec.
         idx = text.index("\0")

@@ -58,6 +58,7 @@ class ImportMap:
                         continue
                     self.aliases[a.asname or a.name] = normalise(f"{base}.{a.name}")
         self._origins = _collect_origins(tree)
+        self._resolving: set[tuple[int, str]] = set()  # guards `x = x()` and other cycles
 
     @property
     def modules(self) -> set[str]:
@@ -103,9 +104,14 @@ class ImportMap:
 
     def _origin(self, name: str, scope: ast.AST | None) -> str | None:
         for s in (scope, None):
-            value = self._origins.get((id(s) if s is not None else 0, name))
-            if value is not None:
-                q = self.qualname(value)
+            key = (id(s) if s is not None else 0, name)
+            value = self._origins.get(key)
+            if value is not None and key not in self._resolving:
+                self._resolving.add(key)
+                try:
+                    q = self.qualname(value)
+                finally:
+                    self._resolving.discard(key)
                 if q is not None:
                     return q + "()"
         return None
