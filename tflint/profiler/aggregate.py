@@ -48,6 +48,9 @@ def _hook_status(session: Any) -> dict[str, Any]:
             out[kind] = h.status_dict()
     if session.steps is not None:
         out["steps"] = session.steps.status_dict()
+    if session.input is not None and out["input-stall"].get("status") == "ok":
+        out["input-stall"]["note"] = ("tf.data iterators are timed (eager and inside tf.function/fit); "
+                                      "plain Python generators iterated directly are not")
     gh = session.gradients
     if gh is not None and gh.keras_note:
         out["none-gradient"]["note"] = gh.keras_note

@@ -31,6 +31,19 @@ _STDLIB_NAMES = ("contextlib.py", "functools.py", "threading.py", "runpy.py")
 
 _is_library_cache: dict[str, bool] = {}
 
+#: Test-only switch: ``TFLINT_DEBUG_FAIL_HOOK=retrace,memory-growth`` makes the event handler of
+#: each named hook (``steps`` included) raise once, on its first use after install, so tests can
+#: check on real TensorFlow that a failing hook disables itself without touching the user's run.
+DEBUG_FAIL_ENV = "TFLINT_DEBUG_FAIL_HOOK"
+_DEBUG_FAIL_HANDLERS = {
+    "retrace": "_on_trace",
+    "none-gradient": "_on_none",
+    "soft-placement": "_scan_graph",
+    "input-stall": "_on_eager_wait",
+    "memory-growth": "sample",
+    "steps": "tick",
+}
+
 
 def is_library_file(filename: str) -> bool:
     """True for TensorFlow/Keras/absl/autograph-generated/tflint files and frozen modules."""
@@ -122,6 +135,19 @@ class Hook:
             return
         self.installed = True
         self.active = True
+        if os.environ.get(DEBUG_FAIL_ENV):
+            self._arm_debug_failure(os.environ[DEBUG_FAIL_ENV])
+
+    def _arm_debug_failure(self, spec: str) -> None:
+        name = _DEBUG_FAIL_HANDLERS.get(self.kind)
+        if self.kind not in {k.strip() for k in spec.split(",")} or not name or name in self.__dict__:
+            return
+
+        def fail_once(*args: Any, **kwargs: Any) -> Any:
+            self.__dict__.pop(name, None)
+            raise RuntimeError(f"forced failure of the {self.kind} handler ({DEBUG_FAIL_ENV})")
+
+        self.__dict__[name] = fail_once
 
     def uninstall(self) -> None:
         self.active = False

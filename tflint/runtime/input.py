@@ -149,7 +149,9 @@ class InputHook(Hook):
             with ops.control_dependencies([t0]):
                 result = fetch()
             try:
-                flat = [t for t in nest.flatten(result, expand_composites=True) if isinstance(t, tf.Tensor)]
+                variant = getattr(result, "_variant_tensor", None)
+                flat = [variant] if isinstance(variant, tf.Tensor) else [
+                    t for t in nest.flatten(result, expand_composites=True) if isinstance(t, tf.Tensor)]
                 if not flat:
                     return result
                 with ops.control_dependencies(flat):
@@ -209,7 +211,18 @@ class InputHook(Hook):
 
             return __init__
 
+        def make_next_optional(orig: Any) -> Any:
+            # Keras fit with steps_per_execution > 1 fetches through get_next_as_optional
+            def get_next_as_optional(it: Any) -> Any:
+                if not hook.active or executing_eagerly() or not ops.inside_function():
+                    return orig(it)
+                return probe(lambda: orig(it), it)
+
+            return get_next_as_optional
+
         self.patch(iterator_ops.OwnedIterator, "_next_internal", make_next)
+        if "get_next_as_optional" in iterator_ops.OwnedIterator.__dict__:
+            self.patch(iterator_ops.OwnedIterator, "get_next_as_optional", make_next_optional)
         self.patch(iterator_ops.OwnedIterator, "__init__", make_iter_init)
         self.patch(dataset_ops.DatasetV2, "__init__", make_ds_init)
 
