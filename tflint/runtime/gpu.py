@@ -64,6 +64,7 @@ class GpuSampler(Hook):
         return None
 
     def _install(self) -> None:
+        self.names = []
         for h in self._handles:
             try:
                 name = self._nvml.nvmlDeviceGetName(h)
