@@ -255,6 +255,14 @@ class DatasetFacts:
         self._by_name: dict[str, list[ast.AST]] = {}
         self._class_methods: dict[ast.ClassDef, dict[str, ast.AST]] = {}
         self._classes: dict[str, ast.ClassDef] = {}
+        # function node -> functions (or None for module level) that call it
+        self._callers: dict[ast.AST, set] = {}
+        # function node -> parameter name -> chains passed by the module's call sites
+        self._param_hints: dict[ast.AST, dict[str, tuple[Chain, ...]]] = {}
+        # (class, attribute) -> chains assigned to ``self.attribute`` in any method
+        self._class_attrs: dict[tuple[ast.ClassDef, str], tuple[Chain, ...]] = {}
+        self._visiting: set[ast.AST] = set()
+        self._returning: dict[ast.AST, bool] = {}
         self._lines: list[str] | None = None
 
     # -- public queries ------------------------------------------------------------------
@@ -344,15 +352,43 @@ class DatasetFacts:
                 self._by_name.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
                 self._classes.setdefault(node.name, node)
+        self._collect_callers()
         module_env = _Env()
         self._block(self.a.tree.body, module_env)
-        # Functions never called from analyzed code are analyzed on their own.
+        # Functions not yet reached are analyzed on their own, callers first, so that the
+        # datasets their call sites pass in are known when their bodies are walked.
         while True:
             pending = [f for f in self._funcs.values() if f.state == 0]
             if not pending:
                 break
             for f in pending:
-                self._analyze_function(f)
+                self._visit(f)
+
+    def _visit(self, info: _FuncInfo) -> None:
+        if info.state != 0 or info.node in self._visiting:
+            return
+        self._visiting.add(info.node)
+        for caller in self._callers.get(info.node, ()):
+            c = self._funcs.get(caller)
+            if c is not None and c.state == 0:
+                self._visit(c)
+        if info.state == 0:
+            self._analyze_function(info)
+
+    def _collect_callers(self) -> None:
+        names = self._by_name
+        for node in ast.walk(self.a.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name not in names:
+                continue
+            if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in ("self", "cls")):
+                continue
+            caller = self.a.enclosing_function(node)
+            for target in self.resolve_callable(f, node):
+                self._callers.setdefault(target, set()).add(caller)
 
     def _lookup_def(self, name: str, at: ast.AST) -> list[ast.AST]:
         for anc in self.a.ancestors(at):
@@ -381,6 +417,14 @@ class DatasetFacts:
         self._class_methods[cls] = out
         return out
 
+    def _self_class(self, attr: ast.Attribute) -> ast.ClassDef | None:
+        """The class whose instance ``self.x`` refers to, when ``attr`` is ``self.x`` in a method."""
+        if not (isinstance(attr.value, ast.Name) and attr.value.id == "self"):
+            return None
+        func = self.a.enclosing_function(attr)
+        parent = self.a.parent(func) if func is not None else None
+        return parent if isinstance(parent, ast.ClassDef) else None
+
     def _register_function(self, node: ast.AST, env: _Env) -> None:
         if node not in self._funcs:
             self._funcs[node] = _FuncInfo(node, env)
@@ -397,12 +441,12 @@ class DatasetFacts:
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is None:
                 continue
-            chains: tuple[Chain, ...] = ()
+            chains: tuple[Chain, ...] = self._param_hints.get(node, {}).get(arg.arg, ())
             ann = getattr(arg, "annotation", None)
             if ann is not None:
                 q = self.a.qualname(ann) or ""
                 if q in ("tensorflow.data.Dataset", "tensorflow.compat.v1.data.Dataset"):
-                    chains = (Chain(arg, "parameter"),)
+                    chains = chains or (Chain(arg, "parameter"),)
             env.vars[arg.arg] = chains
         self._func_stack.append(info)
         try:
@@ -549,6 +593,10 @@ class DatasetFacts:
             key = _dotted(target)
             if key is not None:
                 env.vars[key] = value
+            cls = self._self_class(target)
+            if cls is not None and value:
+                k = (cls, target.attr)
+                self._class_attrs[k] = _union(self._class_attrs.get(k, ()), value)
         elif isinstance(target, ast.Subscript):
             self._eval(target.value, env)
             self._eval(target.slice, env)
@@ -581,7 +629,12 @@ class DatasetFacts:
         if isinstance(expr, ast.Attribute):
             self._eval(expr.value, env)
             key = _dotted(expr)
-            return env.lookup(key) if key is not None else ()
+            found = env.lookup(key) if key is not None else ()
+            if not found:
+                cls = self._self_class(expr)
+                if cls is not None:
+                    found = self._class_attrs.get((cls, expr.attr), ())
+            return found
         if isinstance(expr, ast.Call):
             return self._call(expr, env)
         if isinstance(expr, ast.IfExp):
@@ -651,14 +704,55 @@ class DatasetFacts:
         targets = self.resolve_callable(func, call) if isinstance(func, (ast.Name, ast.Attribute)) else []
         out: tuple[Chain, ...] = ()
         for t in targets:
+            self._record_hints(t, call, args, kwargs)
+            if not self._returns_value(t):
+                continue  # analyzed later, once every call site has passed its datasets
             info = self._funcs.get(t)
             if info is None:
                 # Defined later in execution order than the call site is analyzed (a method, or a
                 # function nested elsewhere): analyze it with its defining scope unknown.
                 info = _FuncInfo(t, _Env())
                 self._funcs[t] = info
-            out = _union(out, tuple(self._analyze_function(info)))
+            # Only datasets built inside the callee are the same for every call site; what it
+            # returns of its arguments depends on the caller.
+            lo, hi = getattr(t, "lineno", 0), getattr(t, "end_lineno", 0) or 0
+            own = tuple(c for c in self._analyze_function(info) if lo <= getattr(c.root, "lineno", -1) <= hi)
+            out = _union(out, own)
         return out
+
+    def _returns_value(self, func: ast.AST) -> bool:
+        if isinstance(func, ast.Lambda):
+            return True
+        cached = self._returning.get(func)
+        if cached is None:
+            stack = list(func.body)
+            cached = False
+            while stack:
+                n = stack.pop()
+                if isinstance(n, ast.Return) and n.value is not None:
+                    cached = True
+                    break
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    continue
+                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
+            self._returning[func] = cached
+        return cached
+
+    def _record_hints(self, func: ast.AST, call: ast.Call, args: list, kwargs: dict) -> None:
+        if not any(args) and not any(kwargs.values()):
+            return
+        params = [*func.args.posonlyargs, *func.args.args]
+        if isinstance(call.func, ast.Attribute) and params and not isinstance(func, ast.Lambda):
+            params = params[1:]  # self.method(...): the first parameter is self
+        hints = self._param_hints.setdefault(func, {})
+        for param, chains in zip(params, args):
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                break
+            if chains:
+                hints[param.arg] = _union(hints.get(param.arg, ()), chains)
+        for name, chains in kwargs.items():
+            if name is not None and chains:
+                hints[name] = _union(hints.get(name, ()), chains)
 
     def _model_consumption(self, call: ast.Call, attr: str) -> None:
         cands: list[tuple[ast.AST, str]] = []
