@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+
+import pytest
 
 from tflint.engine import lint_bytes, lint_many, lint_text, may_use_tensorflow, sort_findings
 from tflint.finding import Severity
@@ -70,6 +73,7 @@ def test_columns_are_characters_not_bytes():
 
 def test_files_without_tensorflow_are_not_analyzed():
     assert not may_use_tensorflow("import numpy as np\nprint(np.ones(3))\n")
+    assert not may_use_tensorflow("URL = 'https://tools.ietf.org/html/rfc7230'\nx = normalize('utf.8')\n")
     for spelling in (
         "import tensorflow as tf",
         "from tensorflow import keras",
@@ -142,3 +146,35 @@ def test_parallel_and_serial_give_the_same_ordered_result():
     assert len(serial) == 40
     assert [f.path for f in serial] == sorted(f.path for f in serial)
     assert [r.path for r in lint_many(tasks, jobs=2)] == [t[0] for t in tasks]
+
+
+@pytest.mark.slow
+def test_standard_library_tfl000_only_for_files_that_do_not_parse():
+    import subprocess
+    import sys
+    import sysconfig
+    import warnings
+
+    stdlib = sysconfig.get_paths()["stdlib"]
+    listing = subprocess.run([sys.executable, "-m", "tflint", "check", "--show-files", stdlib],
+                             capture_output=True, text=True, timeout=300)
+    files = listing.stdout.split()
+    assert len(files) > 500
+    proc = subprocess.run(
+        [sys.executable, "-m", "tflint", "check", "--no-cache", "--select", "TFL000",
+         "--output-format", "json", stdlib],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    reported = {os.path.abspath(f["filename"]) for f in json.loads(proc.stdout)}
+    really_bad = set()
+    for f in files:
+        with open(f, "rb") as fh:
+            data = fh.read()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(data)
+        except (SyntaxError, ValueError):
+            really_bad.add(os.path.abspath(f))
+    assert reported == really_bad

@@ -14,6 +14,7 @@ the parallelism.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,16 +26,20 @@ PARSE_ERROR_CODE = "TFL000"
 PARSE_ERROR_URL = "https://github.com/tflint/tflint/blob/main/docs/rules.md#tfl000-unparsable-file"
 
 # A module that imports TensorFlow or Keras under any spelling (``tensorflow``, ``tf_keras``,
-# ``keras``, ``from tensorflow import keras as K``) contains one of these substrings; so does
-# code that uses a conventional ``tf.`` name handed in from elsewhere.
-_TF_MARKERS = ("tensorflow", "keras", "tf.")
+# ``keras``, ``from tensorflow import keras as K``) contains one of these substrings.
+_TF_MARKERS = ("tensorflow", "keras")
+# So does code that uses a conventional ``tf`` name handed in from elsewhere (``tf.function``),
+# but not ``ietf.org`` or ``'utf.8'``.
+_TF_NAME_RE = re.compile(r"(?<![\w.])tf\.")
 
 # Below this many files to check, the pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
 
 
 def may_use_tensorflow(text: str) -> bool:
-    return any(m in text for m in _TF_MARKERS)
+    if any(m in text for m in _TF_MARKERS):
+        return True
+    return "tf." in text and _TF_NAME_RE.search(text) is not None
 
 
 @dataclass
