@@ -6,8 +6,12 @@ import subprocess
 import sys
 import textwrap
 
-from tflint.rules.devices import DeviceConfigAfterInit, SoftDevicePlacement, TensorsAccumulatedInLoop
 from tests.rule_harness import run_rules
+from tflint.rules.devices import (
+    DeviceConfigAfterInit,
+    SoftDevicePlacement,
+    TensorsAccumulatedInLoop,
+)
 
 
 def lines(src: str, rule) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from tests.rule_harness import run_rules
 from tflint.analysis import Analysis
 from tflint.rules.input_pipeline import (
     CacheAfterRandomness,
@@ -13,7 +14,6 @@ from tflint.rules.input_pipeline import (
     PyFunctionInDatasetMap,
     ShuffleAfterBatch,
 )
-from tests.rule_harness import run_rules
 
 
 def facts(src: str):
@@ -29,7 +29,7 @@ def lines(src: str, rule) -> list[int]:
 # -- the analysis -------------------------------------------------------------------------
 
 def test_chain_followed_across_statements_and_functions():
-    d, tree = facts(
+    d, _tree = facts(
         """
         import tensorflow as tf
 
@@ -103,7 +103,7 @@ def test_is_dataset_only_for_tf_data_values():
 
 
 def test_method_position_on_multiline_chain():
-    d, tree = facts(
+    d, _tree = facts(
         """
         import tensorflow as tf
         ds = (tf.data.Dataset.range(10)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import textwrap
 
+from tests.rule_harness import run_rules
 from tflint.rules.modes import (
     HardCodedTrainingInCall,
     LogitsProbabilitiesMismatch,
     LogOfSoftmax,
     TrainingTrueInServing,
 )
-from tests.rule_harness import run_rules
 
 
 def lines(src: str, rule) -> list[int]:

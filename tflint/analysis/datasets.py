@@ -117,7 +117,7 @@ class Chain:
     kind: str
     steps: tuple[Step, ...] = ()
 
-    def extend(self, method: str, node: ast.Call) -> "Chain":
+    def extend(self, method: str, node: ast.Call) -> Chain:
         return Chain(self.root, self.kind, (*self.steps, Step(method, node)))
 
     @property
@@ -183,9 +183,9 @@ class Transformation:
 
 
 class _Env:
-    __slots__ = ("vars", "parent")
+    __slots__ = ("parent", "vars")
 
-    def __init__(self, parent: "_Env | None" = None, vars: dict | None = None) -> None:
+    def __init__(self, parent: _Env | None = None, vars: dict | None = None) -> None:
         self.vars: dict[str, tuple[Chain, ...]] = vars if vars is not None else {}
         self.parent = parent
 
@@ -197,10 +197,10 @@ class _Env:
             env = env.parent
         return ()
 
-    def copy(self) -> "_Env":
+    def copy(self) -> _Env:
         return _Env(self.parent, dict(self.vars))
 
-    def merge(self, *others: "_Env") -> None:
+    def merge(self, *others: _Env) -> None:
         keys = set(self.vars)
         for o in others:
             keys |= set(o.vars)
@@ -242,7 +242,7 @@ def _union(*alts: tuple[Chain, ...]) -> tuple[Chain, ...]:
 
 
 class DatasetFacts:
-    def __init__(self, analysis: "Analysis") -> None:
+    def __init__(self, analysis: Analysis) -> None:
         self.a = analysis
         self._done = False
         self._values: dict[ast.AST, tuple[Chain, ...]] = {}

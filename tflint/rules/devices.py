@@ -441,9 +441,7 @@ class TensorsAccumulatedInLoop(Rule):
                     targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                     hit = False
                     for t in targets:
-                        if isinstance(t, ast.Name) and t.id == name:
-                            hit = True
-                        elif isinstance(t, (ast.Tuple, ast.List)) and any(
+                        if isinstance(t, ast.Name) and t.id == name or isinstance(t, (ast.Tuple, ast.List)) and any(
                             isinstance(e, ast.Name) and e.id == name for e in t.elts
                         ):
                             hit = True

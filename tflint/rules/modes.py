@@ -238,7 +238,6 @@ class LogitsProbabilitiesMismatch(Rule):
     def check(self, ctx: RuleContext) -> None:
         if "compile(" not in ctx.source:
             return  # cheap text test: nothing to look at
-        a = ctx.analysis
         for node in ast.walk(ctx.tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"):
                 continue
