@@ -43,7 +43,11 @@ class RuleContext:
         fix: Fix | None = None,
         end_node: ast.AST | None = None,
     ) -> None:
-        """Report the current rule at ``node`` (through ``end_node`` when given)."""
+        """Report the current rule at ``node`` (through ``end_node`` when given).
+
+        Rules speak ``ast`` positions, for the finding and its fix's edits alike (columns are
+        UTF-8 byte offsets); the engine converts them to character offsets once, afterwards.
+        """
         rule = self._rule
         assert rule is not None, "report() called outside a rule's check()"
         end = end_node or node
