@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.profile.conftest import FIXTURES, ROOT, profile_env, run_profile
 from tflint.profiler.report import SIGNAL_KINDS
 
@@ -99,7 +101,8 @@ def _read_until(fd: int, deadline: float, proc: subprocess.Popen) -> bytes:
     return b"".join(chunks)
 
 
-def test_live_status_on_a_terminal_only_and_stdout_untouched(tmp_path):
+@pytest.mark.slow
+def test_live_status_on_a_terminal_only_and_stdout_untouched(profiled):
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
@@ -122,5 +125,5 @@ def test_live_status_on_a_terminal_only_and_stdout_untouched(tmp_path):
     assert "\r\x1b[2K" in text  # ... and erased in place
     assert stdout.startswith("final loss") and "tflint" not in stdout
     # not a terminal: no live line in the captured stderr
-    run = run_profile(FIXTURES / "retrace_shape.py")
+    run = profiled("retrace_shape.py")
     assert "tflint: steps" not in run.stderr and "\x1b[2K" not in run.stderr

@@ -188,10 +188,7 @@ class TerminalRenderer:
         from rich.text import Text
 
         hooks = report.metrics.get("hooks") if isinstance(report.metrics.get("hooks"), dict) else {}
-        table = Table.grid(padding=(0, 2))
-        table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True, overflow="ellipsis")
+        rows = []
         for kind in SIGNAL_KINDS:
             signals = sorted(report.signals_of(kind), key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
             hook = hooks.get(kind) if isinstance(hooks.get(kind), dict) else {}
@@ -208,7 +205,13 @@ class TerminalRenderer:
             else:
                 word = Text("✓ OK", style="green")
                 note = Text("")
-            table.add_row(Text(kind, style="bold"), word, note)
+            rows.append((Text(kind, style="bold"), word, note))
+        table = Table.grid(padding=(0, 2), expand=False)
+        table.add_column(no_wrap=True, min_width=max(len(r[0]) for r in rows))
+        table.add_column(no_wrap=True, min_width=max(len(r[1]) for r in rows))
+        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        for row in rows:
+            table.add_row(*row)
         return table
 
     def _table(self, kind: str, signals: list["Signal"]) -> Any:
@@ -220,24 +223,23 @@ class TerminalRenderer:
                       expand=False)
         table.add_column("Severity", no_wrap=True)
         table.add_column("Count", justify="right", no_wrap=True)
-        table.add_column("Location", overflow="fold")
-        table.add_column("Problem and cause", overflow="fold", ratio=3)
+        table.add_column("Where and what", overflow="fold", ratio=3)
         table.add_column("Suggested fix", overflow="fold", ratio=2)
         for s in signals:
             details = s.details or {}
             count = _first(details, _COUNT_KEYS)
             what, fix_in_message = split_fix(s.message)
-            problem = Text(what)
+            loc = f"{_short_path(s.location.file)}:{s.location.line}" if s.location else "(no location)"
+            problem = Text(loc + "\n", style="bold")
+            problem.append(what, style="")
             cause = _first(details, _CAUSE_KEYS)
             extra = [line for line in _text(cause).splitlines() if line and line not in what]
             if extra:
                 problem.append("\n" + "\n".join(extra), style="dim")
             fix = _first(details, _FIX_KEYS) or fix_in_message
-            loc = f"{_short_path(s.location.file)}:{s.location.line}" if s.location else "-"
             table.add_row(
                 Text(s.severity, style=_SEVERITY_STYLE.get(s.severity, "")),
                 _text(count) if isinstance(count, (int, float)) else "",
-                loc,
                 problem,
                 _text(fix),
             )
