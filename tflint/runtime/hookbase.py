@@ -41,7 +41,7 @@ _DEBUG_FAIL_HANDLERS = {
     "soft-placement": "_scan_graph",
     "input-stall": "_on_eager_wait",
     "memory-growth": "sample",
-    "steps": "tick",
+    "steps": "_tick",
 }
 
 

@@ -96,6 +96,15 @@ class StepTracker(Hook):
             s.last = None
 
     def tick(self, key: Any, obj: Any, kind: str, t_start: float, t_end: float | None = None) -> None:
+        """Count a step; a failure here disables step counting only, never the caller's hook."""
+        if self.status == "failed":
+            return
+        try:
+            self._tick(key, obj, kind, t_start, t_end)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(exc, "step counter")
+
+    def _tick(self, key: Any, obj: Any, kind: str, t_start: float, t_end: float | None) -> None:
         src = self._sources.get(key)
         if src is None:
             if len(self._sources) >= MAX_SOURCES:

@@ -182,18 +182,31 @@ class ProfileSession:
 
     # -- events -------------------------------------------------------------------------
     def _on_step(self, step: int, now: float) -> None:
+        # a failing hook disables itself only (not the step source that called us)
         mem = self.memory
         if mem is not None and mem.active:
-            mem.sample(step, now)
+            try:
+                mem.sample(step, now)
+            except Exception as exc:  # noqa: BLE001
+                mem.fail(exc, "per-step memory sample")
         gpu = self.gpu
         if gpu is not None and gpu.active:
-            gpu.sample(step, now)
+            try:
+                gpu.sample(step, now)
+            except Exception as exc:  # noqa: BLE001
+                gpu.fail(exc, "per-step GPU sample")
         inp = self.input
         if inp is not None and inp.active:
-            inp.on_step(step, now)
+            try:
+                inp.on_step(step, now)
+            except Exception as exc:  # noqa: BLE001
+                inp.fail(exc, "per-step input-wait window")
         pl = self.placement
         if pl is not None and pl.active:
-            pl.on_step(step, now)
+            try:
+                pl.on_step(step, now)
+            except Exception as exc:  # noqa: BLE001
+                pl.fail(exc, "per-step placement check")
         if self.live is not None and now - self._last_live >= LIVE_INTERVAL_S:
             self._last_live = now
             try:
