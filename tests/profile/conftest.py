@@ -29,6 +29,7 @@ def profile_env(**extra: str) -> dict[str, str]:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up chatter
     env.pop("PYTHONSTARTUP", None)
     env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "120"  # width of the terminal report when stderr is not a terminal
     env.update(extra)
     return env
 

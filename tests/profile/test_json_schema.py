@@ -66,3 +66,11 @@ def test_real_report_matches_documented_schema(profiled, name):
     # and it round-trips through the report data class unchanged
     assert Report.load(run.json_path).to_dict() == report
     assert report["script"].endswith(name)
+
+
+def test_documented_none_gradient_reasons_match_the_runtime():
+    from tflint.runtime.gradients import REASON_TEXT
+
+    text = DOCS_SCHEMA.read_text(encoding="utf-8")
+    for reason in REASON_TEXT:
+        assert f"`{reason}`" in text, reason

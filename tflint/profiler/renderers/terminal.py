@@ -135,7 +135,10 @@ class TerminalRenderer:
         file = self.file if self.file is not None else sys.stderr
         width = self.width
         if width is None and not _isatty(file):
-            width = 100
+            try:  # a log file or CI: wide enough for paths, or what COLUMNS says
+                width = int(os.environ.get("COLUMNS", "")) or 120
+            except ValueError:
+                width = 120
         return Console(file=file, width=width, highlight=False, soft_wrap=False)
 
     def render(self, report: "Report") -> None:
