@@ -74,3 +74,17 @@ def test_documented_none_gradient_reasons_match_the_runtime():
     text = DOCS_SCHEMA.read_text(encoding="utf-8")
     for reason in REASON_TEXT:
         assert f"`{reason}`" in text, reason
+
+
+def test_report_of_a_run_without_hooks_matches_schema():
+    """When the hooks cannot be installed the script still runs; its report says so."""
+    from tflint.profiler.runner import Outcome, ProfileOptions, _build_report
+
+    report = _build_report(None, "RuntimeError: no hooks", ProfileOptions(script="train.py", args=["-x"]),
+                           Outcome(0, "completed"), 1.5)
+    report.metrics["run"] = Outcome(0, "completed").to_dict()
+    data = json.loads(report.to_json())
+    jsonschema.Draft202012Validator(documented_schema()).validate(data)
+    assert data["signals"] == [] and data["argv"] == ["-x"] and data["exit_code"] == 0
+    assert {v["status"] for v in data["metrics"]["hooks"].values()} == {"failed"}
+    assert "RuntimeError: no hooks" in data["metrics"]["hooks"]["retrace"]["reason"]

@@ -132,7 +132,7 @@ def check_outputs(opts: ProfileOptions) -> None:
         raise ProfileUsageError(f"--logdir {opts.logdir}: exists and is not a directory")
 
 
-def run(opts: ProfileOptions, *, err: Any = None) -> int:
+def run(opts: ProfileOptions) -> int:
     """Profile ``opts.script``; returns the exit status. Bad input raises ProfileUsageError."""
     abspath, code = compile_script(opts.script)
     check_outputs(opts)
@@ -160,22 +160,64 @@ def run(opts: ProfileOptions, *, err: Any = None) -> int:
     start = time.perf_counter()
     outcome: Outcome
     with _as_main(abspath, argv) as main_globals:
-        with watch(live=live) as session:
+        session = watch(live=live)
+        try:
+            session.__enter__()
+        except Exception as exc:  # the hooks must never stop the training run
+            _warn(f"could not install the TensorFlow hooks ({type(exc).__name__}: {exc}); "
+                  "running the script without them")
+            session, hook_error = None, f"{type(exc).__name__}: {exc}"
+        else:
+            hook_error = None
+        if live is not None and session is not None:
+            live.start(session)
+        try:
+            outcome = _execute(code, main_globals, abspath)
+        finally:
             if live is not None:
-                live.start(session)
-            try:
-                outcome = _execute(code, main_globals, abspath)
-            finally:
-                if live is not None:
-                    live.stop()
-        duration = time.perf_counter() - start
-        report = session.report(
-            script=opts.script, argv=list(opts.args), exit_code=outcome.exit_code,
-            duration_s=round(duration, 6),
-        )
+                live.stop()
+            if session is not None:
+                session.__exit__(None, None, None)
+        duration = round(time.perf_counter() - start, 6)
+        report = _build_report(session, hook_error, opts, outcome, duration)
     report.metrics.setdefault("run", outcome.to_dict())
     _render(report, opts)
     return exit_status(outcome.exit_code, report, opts.fail_on)
+
+
+def _build_report(session: Any, hook_error: str | None, opts: ProfileOptions, outcome: Outcome,
+                  duration: float) -> Any:
+    """The session's report; if the hooks never ran or building it fails, a report that says so
+    (same schema, no signals), so that a run always leaves its report behind."""
+    if session is not None:
+        try:
+            return session.report(script=opts.script, argv=list(opts.args),
+                                  exit_code=outcome.exit_code, duration_s=duration)
+        except Exception as exc:  # noqa: BLE001
+            hook_error = f"building the report failed: {type(exc).__name__}: {exc}"
+            _warn(hook_error)
+    from tflint import __version__
+    from tflint.profiler.report import Report
+
+    reason = hook_error or "hooks not installed"
+    return Report(
+        tflint_version=__version__, script=opts.script, argv=list(opts.args),
+        exit_code=outcome.exit_code, duration_s=duration, steps=0, signals=[],
+        metrics={
+            "step_time_s": [], "input_wait_share": {"overall": None, "series": []},
+            "host_rss_bytes": [], "device_memory_bytes": {}, "retraces": 0,
+            "gpu": {"available": False, "reason": reason},
+            "hooks": {kind: {"status": "failed", "reason": reason} for kind in SIGNAL_KINDS},
+        },
+    )
+
+
+def _warn(line: str) -> None:
+    try:
+        sys.stderr.write(f"tflint profile: warning: {line}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
 
 
 def exit_status(script_exit: int, report: Any, fail_on: frozenset[str]) -> int:
@@ -209,8 +251,7 @@ def _render(report: Any, opts: ProfileOptions) -> None:
     except Exception as exc:
         problems.append(f"could not render the terminal report: {type(exc).__name__}: {exc}")
     for line in problems:
-        sys.stderr.write(f"tflint profile: warning: {line}\n")
-    sys.stderr.flush()
+        _warn(line)
 
 
 def _execute(code: Any, main_globals: dict[str, Any], abspath: str) -> Outcome:
@@ -261,6 +302,7 @@ def _print_exception(exc: BaseException, abspath: str) -> None:
     if tb is None:  # not raised from the script's own frames (should not happen)
         tb = exc.__traceback__
     exc.__traceback__ = tb
+    _drop_own_frames(exc)
     try:
         sys.stdout.flush()
     except Exception:
@@ -275,6 +317,35 @@ def _print_exception(exc: BaseException, abspath: str) -> None:
         sys.stderr.flush()
     except Exception:
         pass
+
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _drop_own_frames(exc: BaseException) -> None:
+    """Remove tflint's wrapper frames (hooks around TensorFlow calls) from the traceback of
+    ``exc`` and of the exceptions chained to it, so it reads as it would without tflint."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        kept = []
+        tb = e.__traceback__
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+                kept.append(tb)
+            tb = tb.tb_next
+        if kept:
+            try:
+                for a, b in zip(kept, kept[1:] + [None]):
+                    a.tb_next = b
+                e.__traceback__ = kept[0]
+            except (TypeError, ValueError):  # read-only traceback objects: leave as is
+                pass
+        todo += [e.__cause__, e.__context__]
 
 
 class _as_main:
