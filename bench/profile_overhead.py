@@ -36,8 +36,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EMPTY_SCRIPT = ROOT / "fixtures" / "profile" / "empty.py"

@@ -26,7 +26,7 @@ REPORTED_RUNS = [
 def documented_schema() -> dict:
     text = DOCS_SCHEMA.read_text(encoding="utf-8")
     section = text.split("## JSON Schema", 1)[1]
-    m = re.search(r"```json\n(.*?)\n```", section, re.S)
+    m = re.search(r"```json\n(.*?)\n```", section, re.DOTALL)
     assert m, "docs/profile-json.md has no ```json block under '## JSON Schema'"
     return json.loads(m.group(1))
 

@@ -8,7 +8,6 @@ light.
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
 import typer
 
@@ -26,24 +25,24 @@ def register(app: typer.Typer) -> None:
     @app.command("profile", help=_HELP, no_args_is_help=True)
     def profile(
         script: str = typer.Argument(..., help="The training script to run."),
-        args: Optional[List[str]] = typer.Argument(
+        args: list[str] | None = typer.Argument(
             None, metavar="[-- ARGS]...", help="Arguments passed to the script (after --)."
         ),
-        json_path: Optional[str] = typer.Option(
+        json_path: str | None = typer.Option(
             None, "--json", metavar="PATH",
             help="Also write the report as JSON (schema: docs/profile-json.md).",
         ),
-        logdir: Optional[str] = typer.Option(
+        logdir: str | None = typer.Option(
             None, "--logdir", metavar="DIR",
             help="Write step time, input wait, retraces and memory as TensorBoard scalars "
             "under DIR/tflint.",
         ),
-        fail_on: Optional[str] = typer.Option(
+        fail_on: str | None = typer.Option(
             None, "--fail-on", metavar="KINDS",
             help="Comma-separated signal kinds (retrace, none-gradient, soft-placement, "
             "input-stall, memory-growth, or all) that make the exit status 3 when they fire.",
         ),
-        live: Optional[bool] = typer.Option(
+        live: bool | None = typer.Option(
             None, "--live/--no-live",
             help="Show the live status line (default: when stderr is a terminal).",
         ),

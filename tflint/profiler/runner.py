@@ -28,8 +28,9 @@ import os
 import sys
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tflint.profiler.report import SIGNAL_KINDS
 
@@ -100,7 +101,8 @@ def compile_script(path: str) -> tuple[str, Any]:
         raise ProfileUsageError(f"{path}: no such file")
     if os.path.isdir(path):
         raise ProfileUsageError(f"{path}: is a directory, expected a Python script")
-    abspath = os.path.abspath(path)
+    # like the interpreter: cwd joined to the path as given, not normalised ("./", "..")
+    abspath = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     try:
         with open(abspath, "rb") as fh:
             source = fh.read()

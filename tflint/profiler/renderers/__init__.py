@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class Renderer(Protocol):
-    def render(self, report: "Report") -> Any: ...
+    def render(self, report: Report) -> Any: ...
 
 
 def series_values(value: Any) -> list[tuple[float, float]]:

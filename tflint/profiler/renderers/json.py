@@ -13,7 +13,7 @@ class JsonRenderer:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
 
-    def render(self, report: "Report") -> str:
+    def render(self, report: Report) -> str:
         """Write the report; a reader sees the previous file or the whole new one."""
         report.save(self.path)
         return self.path

@@ -17,7 +17,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from tflint.profiler.renderers import device_memory, metric_scalar, metric_series, series_values
+from tflint.profiler.renderers import (
+    device_memory,
+    metric_scalar,
+    metric_series,
+    series_values,
+)
 
 if TYPE_CHECKING:
     from tflint.profiler.report import Report
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
 RUN_NAME = "tflint"
 
 
-def scalar_points(report: "Report") -> dict[str, list[tuple[int, float]]]:
+def scalar_points(report: Report) -> dict[str, list[tuple[int, float]]]:
     """``{tag: [(step, value), ...]}`` for every metric that has data."""
     m = report.metrics
     last_step = max(int(report.steps or 0), 0)
@@ -57,7 +62,7 @@ class TensorBoardRenderer:
         self.logdir = os.fspath(logdir)
         self.run_dir = os.path.join(self.logdir, RUN_NAME)
 
-    def render(self, report: "Report") -> str:
+    def render(self, report: Report) -> str:
         points = scalar_points(report)
         os.makedirs(self.run_dir, exist_ok=True)
         import tensorflow as tf

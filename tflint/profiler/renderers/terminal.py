@@ -141,13 +141,13 @@ class TerminalRenderer:
                 width = 120
         return Console(file=file, width=width, highlight=False, soft_wrap=False)
 
-    def render(self, report: "Report") -> None:
+    def render(self, report: Report) -> None:
         console = self._console()
         for renderable in self.renderables(report):
             console.print(renderable)
 
     # ------------------------------------------------------------------------------------
-    def renderables(self, report: "Report") -> list[Any]:
+    def renderables(self, report: Report) -> list[Any]:
         from rich.text import Text
 
         out: list[Any] = [Text(""), self._header(report)]
@@ -164,7 +164,7 @@ class TerminalRenderer:
             out.append(hooks)
         return out
 
-    def _header(self, report: "Report") -> Any:
+    def _header(self, report: Report) -> Any:
         from rich.text import Text
 
         t = Text()
@@ -186,7 +186,7 @@ class TerminalRenderer:
         t.append(f" · {fmt_seconds(report.duration_s)} · {report.steps:,} steps")
         return t
 
-    def _summary(self, report: "Report") -> Any:
+    def _summary(self, report: Report) -> Any:
         from rich.table import Table
         from rich.text import Text
 
@@ -217,7 +217,7 @@ class TerminalRenderer:
             table.add_row(*row)
         return table
 
-    def _table(self, kind: str, signals: list["Signal"]) -> Any:
+    def _table(self, kind: str, signals: list[Signal]) -> Any:
         from rich.table import Table
         from rich.text import Text
 
@@ -248,7 +248,7 @@ class TerminalRenderer:
             )
         return table
 
-    def _charts(self, report: "Report") -> Any:
+    def _charts(self, report: Report) -> Any:
         from rich.table import Table
 
         m = report.metrics
@@ -288,7 +288,7 @@ class TerminalRenderer:
             grid.add_row(*row)
         return grid
 
-    def _hook_lines(self, report: "Report") -> Any:
+    def _hook_lines(self, report: Report) -> Any:
         from rich.text import Text
 
         hooks = report.metrics.get("hooks")
