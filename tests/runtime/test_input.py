@@ -109,3 +109,35 @@ def test_iterator_patch_is_removed_after_exit():
     with watch(signals={"input-stall"}):
         assert iterator_ops.OwnedIterator.__dict__["_next_internal"] is not original
     assert iterator_ops.OwnedIterator.__dict__["_next_internal"] is original
+
+
+def test_python_generator_in_eager_loop_is_potentially_input_bound():
+    with watch(signals={"input-stall"}) as s:
+        for x, y in slow_gen(n=25, delay=0.01):
+            line = here() + 1
+            step(x, y)
+    rep = s.report()
+    sigs = rep.signals_of("input-stall")
+    assert len(sigs) == 1
+    sig = sigs[0]
+    assert sig.message.startswith("POTENTIALLY input-bound")
+    assert sig.details["source"] == "python-loop" and sig.details["outside_step_share"] >= 0.5
+    assert sig.location.file == HERE and sig.location.line == line
+    assert "from_generator" in sig.message
+
+
+def test_fast_python_loop_without_tf_data_is_clean():
+    xs = [(np.ones([8, 4], np.float32), np.ones([8, 1], np.float32))] * 40
+    big = tf.ones([256, 256])
+
+    @tf.function
+    def busy(x, y):
+        h = big
+        for _ in range(6):
+            h = tf.tanh(h @ h * 0.01)
+        return step(x, y) + 0.0 * tf.reduce_sum(h)
+
+    with watch(signals={"input-stall"}) as s:
+        for x, y in xs:
+            busy(tf.constant(x), tf.constant(y))
+    assert s.report().signals_of("input-stall") == []

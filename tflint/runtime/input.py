@@ -30,6 +30,7 @@ MODERATE = 0.05
 READ_INTERVAL_S = 0.05
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
+MIN_OUTSIDE_S = 1e-3  # without tf.data, only a gap of >= 1 ms per step between step calls counts
 MAX_DATASETS = 64
 
 
@@ -329,6 +330,13 @@ class InputHook(Hook):
             out["slow_fetch_fraction"] = (stats.slow / stats.count) if stats is not self._graph_stats and stats.slow else None
         if desc is not None:
             out["dataset"] = desc
+        # loops fed without tf.data (e.g. a Python generator): time spent outside the step function
+        prim = steps.primary if steps is not None else None
+        if prim is not None and prim.kind == "function" and prim.total > 0 and prim.n >= 2:
+            out["outside_step_share"] = max(0.0, min(1.0, 1.0 - prim.calls_time / prim.total))
+            out["outside_step_mean_s"] = max(0.0, prim.total - prim.calls_time) / (prim.n - 1)
+            out["step_function"] = prim.name
+            out["step_site"] = list(prim.site) if prim.site else None
         if share is None:
             out["classification"] = "unknown"
         elif share >= HIGH:
@@ -341,6 +349,8 @@ class InputHook(Hook):
 
     def signals(self, summary: dict[str, Any]) -> list[Signal]:
         share = summary.get("share")
+        if not summary.get("fetches"):
+            return self._outside_signals(summary)
         if share is None or summary.get("steps", 0) < MIN_STEPS or share < MODERATE:
             return []
         desc = summary.get("dataset") or {}
@@ -386,5 +396,32 @@ class InputHook(Hook):
                     "dataset": desc or None,
                     "advice": advice,
                 },
+            )
+        ]
+
+    def _outside_signals(self, summary: dict[str, Any]) -> list[Signal]:
+        """No tf.data iterator fed the loop: judge the time between calls of the step function."""
+        out_share = summary.get("outside_step_share")
+        if out_share is None or summary.get("steps", 0) < MIN_STEPS or out_share < HIGH:
+            return []
+        if (summary.get("outside_step_mean_s") or 0.0) < MIN_OUTSIDE_S:
+            return []  # Python loop overhead around a tiny step, not a slow producer
+        fn = summary.get("step_function") or "the step function"
+        site = summary.get("step_site")
+        gap = summary.get("outside_step_mean_s") or 0.0
+        msg = (f"POTENTIALLY input-bound: {out_share * 100:.1f}% of the time between calls of `{fn}` "
+               f"({gap * 1e3:.1f} ms per step) is spent outside it, "
+               "and no tf.data iterator feeds the loop — the next batch comes from Python (a generator, file reads, "
+               "per-step numpy work) while the step waits. Fix: feed the loop with tf.data "
+               "(Dataset.from_generator(...).prefetch(tf.data.AUTOTUNE), or tf.data ops with num_parallel_calls) "
+               "so batches are prepared while the step runs, and move per-step Python work out of the loop.")
+        return [
+            Signal(
+                kind=KIND,
+                severity="warning" if out_share >= 0.5 else "info",
+                message=msg,
+                location=Location(str(site[0]), int(site[1])) if site else None,
+                details={"outside_step_share": out_share, "classification": "potentially input-bound",
+                         "step_function": fn, "source": "python-loop", "dataset": None},
             )
         ]

@@ -115,9 +115,9 @@ class StepTracker(Hook):
             self._sources[key] = src
         now = t_end if t_end is not None else t_start
         src.n += 1
-        if t_end is not None:
-            src.calls_time += t_end - t_start
         last = src.last
+        if t_end is not None and last is not None:
+            src.calls_time += t_end - t_start  # time inside the call, for each interval in ``total``
         src.last = now
         dt = None
         if last is not None:
