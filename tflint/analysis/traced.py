@@ -216,19 +216,19 @@ class TracedFunctions:
         return []
 
     def _methods(self, cls: ast.ClassDef, name: str) -> list[ast.AST]:
-        seen: set[str] = set()
-        todo = [cls]
-        by_name = {c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)}
-        while todo:
-            c = todo.pop(0)
-            if c.name in seen:
-                continue
-            seen.add(c.name)
-            for stmt in c.body:
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
-                    return [stmt]
-            todo.extend(by_name[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in by_name)
-        return []
+        table = self.__dict__.setdefault("_method_table", {})
+        methods = table.get(cls)
+        if methods is None:
+            methods = table[cls] = {}
+            for c in reversed(self._class_chain(cls)):
+                for stmt in c.body:
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        methods[stmt.name] = stmt
+            for stmt in cls.body:  # the class's own definitions win over its bases
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods[stmt.name] = stmt
+        got = methods.get(name)
+        return [got] if got is not None else []
 
     # -- scopes ----------------------------------------------------------------------------
     def local_names(self, func: ast.AST) -> frozenset[str]:
@@ -528,9 +528,15 @@ class TracedFunctions:
                     return True
                 if fname == "isinstance" and "Eager" in ast.unparse(node):
                     return True
-            elif isinstance(node, ast.Name) and node.id in ("eager", "is_eager", "run_eagerly"):
+            elif isinstance(node, ast.Name) and (
+                node.id in ("eager", "is_eager", "run_eagerly") or _other_backend(node.id)
+            ):
                 return True
-            elif isinstance(node, ast.Attribute) and node.attr in ("run_eagerly", "_run_eagerly"):
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _other_backend(node.value):
+                return True
+            elif isinstance(node, ast.Attribute) and (
+                node.attr in ("run_eagerly", "_run_eagerly", "ndarray") or _other_backend(node.attr)
+            ):
                 return True
         return False
 
@@ -560,6 +566,12 @@ def _is_tensor_op(name: str) -> bool:
     if name.startswith(_TENSOR_MODULES):
         return not (name.startswith("keras.ops.") and last in ("shape", "dtype"))
     return name.count(".") == 1 and name.startswith("tensorflow.") and last[:1].islower()
+
+
+def _other_backend(word: str) -> bool:
+    """Names and strings that select a non-TensorFlow backend (``backend() == "torch"``)."""
+    w = word.lower()
+    return "torch" in w or w in ("jax", "numpy", "is_jax", "is_numpy")
 
 
 def walk_own(nodes: list[ast.AST]):

@@ -162,7 +162,11 @@ class TfFunctionCreatedRepeatedly(Rule):
                     sites.append((dec, node, node))
         for node in ast.walk(ctx.tree):
             if isinstance(node, ast.Call) and node not in decorators and a.call_name(node) in _TF_FUNCTION:
-                sites.append((node, node, None))
+                anchor = node
+                parent = a.parent(node)
+                if not node.args and isinstance(parent, ast.Call) and parent.func is node:
+                    anchor = parent  # tf.function(jit_compile=True)(f): the outer call creates it
+                sites.append((node, anchor, None))
         for report_at, anchor, defined in sites:
             message = self._problem(ctx, anchor, defined)
             if message:
@@ -213,10 +217,14 @@ class TfFunctionCreatedRepeatedly(Rule):
                 f"line {a.loops.enclosing_loops(repeated[0])[0].lineno}): each call traces a new "
                 f"graph; create it once at module level or in `__init__`"
             )
-        if isinstance(a.parent(owner), ast.ClassDef) or len(traced.call_sites(owner)) > 1:
+        if _fname(owner).startswith("test"):
+            return None  # a test body runs once
+        parent = a.parent(anchor)
+        if isinstance(parent, ast.Call) and parent.func is anchor or len(traced.call_sites(owner)) > 1:
             return (
-                f"{what} is created anew on every call of `{_fname(owner)}`, so each call traces a "
-                f"new graph; create it once (module level, `__init__`, or cached on `self`)"
+                f"{what} is created anew on every call of `{_fname(owner)}` and used once, so each "
+                f"call traces a new graph; create it once (module level, `__init__`, or cached on "
+                f"`self`)"
             )
         return None
 

@@ -237,6 +237,8 @@ class MutatedOuterContainer(Rule):
             where = self._outer_container(ctx, target, node, what)
             if where is None or traced.guard_of(node) is not None:
                 continue
+            if "trac" in where.lower():
+                continue  # deliberately counting traces (`tracing_count[...] += 1`)
             ctx.report(
                 node,
                 f"{what} on {where} in traced `{_fname(func)}` runs only while tracing, not on "
@@ -640,6 +642,15 @@ class VariableCreatedInTracedCode(Rule):
             )
 
 
+def _torch_chain(expr: ast.AST) -> bool:
+    """``x.detach().cpu()`` and the like: a PyTorch tensor, not a TensorFlow one."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        if expr.func.attr in ("cpu", "detach", "cuda"):
+            return True
+        expr = expr.func.value
+    return False
+
+
 class TensorToPythonInTracedCode(Rule):
     code = "TFL107"
     name = "tensor-to-python-in-traced-code"
@@ -693,7 +704,7 @@ class TensorToPythonInTracedCode(Rule):
             f = call.func
             problem = None
             if isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not call.args and not call.keywords:
-                if f.attr == "numpy" and a.qualname(f.value) is None or (
+                if f.attr == "numpy" and a.qualname(f.value) is None and not _torch_chain(f.value) or (
                     f.attr == "item" and (traced.is_tensor(f.value) or self._tensor_arg(ctx, f.value))
                 ):
                     problem = f"`.{f.attr}()`"
