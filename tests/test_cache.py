@@ -25,9 +25,13 @@ def check(*args, cwd):
     )
 
 
+def cache_files(root: Path) -> list[Path]:
+    return sorted((root / ".tflint_cache").glob(f"{__version__}/*.json"), key=lambda p: p.stat().st_mtime)
+
+
 def cache_file(root: Path) -> Path:
-    (f,) = (root / ".tflint_cache").glob(f"{__version__}/*.json")
-    return f
+    # One file per tflint code fingerprint: the newest is the current one.
+    return cache_files(root)[-1]
 
 
 def messages(proc) -> list[str]:
@@ -61,8 +65,10 @@ def test_changed_content_or_settings_miss(tmp_path):
     (tmp_path / "a.py").write_text(BAD)
     assert check(cwd=tmp_path).returncode == 1
     assert check("--ignore", "TFL101", cwd=tmp_path).returncode == 0
-    entries = json.loads(cache_file(tmp_path).read_text())["entries"]
-    assert len(entries) == 3  # BAD with all rules, GOOD, BAD without TFL101
+    keys = set()
+    for f in cache_files(tmp_path):
+        keys |= set(json.loads(f.read_text())["entries"])
+    assert len(keys) == 3  # BAD with all rules, GOOD, BAD without TFL101
 
 
 def test_corrupt_cache_is_ignored_and_rebuilt(tmp_path):
