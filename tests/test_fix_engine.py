@@ -162,9 +162,10 @@ def test_fix_notebook(tmp_path):
         "nbformat_minor": 5,
     }
     p = tmp_path / "nb.ipynb"
-    p.write_text(json.dumps(nb, indent=1))
+    p.write_text(json.dumps(nb, indent=2) + "\n")
     proc = check("--fix", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert p.read_text().startswith('{\n  "cells"')  # the file's JSON indentation is kept
     out = json.loads(p.read_text())
     assert out["cells"][0]["source"] == ["%matplotlib inline\n", "import tensorflow as tf"]
     assert out["cells"][1] == nb["cells"][1]

@@ -265,6 +265,20 @@ def fix_file(
     return outcome
 
 
+def _json_indent(raw: bytes) -> int:
+    """The indentation the notebook's JSON was written with (Jupyter writes 1)."""
+    import re
+
+    m = re.search(rb"\n( +)\S", raw[:4096])
+    return len(m.group(1)) if m else 1
+
+
+def _dump_notebook(doc: dict, indent: int) -> bytes:
+    import json
+
+    return (json.dumps(doc, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def _fix_notebook(
     outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool, rules: list | None
 ) -> FixOutcome:
@@ -292,6 +306,7 @@ def _fix_notebook(
             s = s[:-1]
         cell_texts.append(s.split("\n"))
     original_cells = [list(c) for c in cell_texts]
+    indent = _json_indent(raw)
     text = src.text
     fixed = 0
     result = lint_text(outcome.path, text, enabled, rules=rules)
@@ -326,7 +341,7 @@ def _fix_notebook(
         fixed += n_total
         for (index, _n), lines in zip(nb.cells, cell_texts):
             doc["cells"][index]["source"] = [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-        new_raw = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        new_raw = _dump_notebook(doc, indent)
         try:
             new_src = decode_notebook(new_raw)
         except SourceError as exc:  # pragma: no cover - we just wrote valid JSON
@@ -354,7 +369,7 @@ def _fix_notebook(
         return outcome
     from tflint.engine import lint_bytes
 
-    new_raw = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    new_raw = _dump_notebook(doc, indent)
     outcome.new_raw = new_raw
     outcome.fixed = fixed
     outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules).findings
