@@ -178,3 +178,21 @@ def test_standard_library_tfl000_only_for_files_that_do_not_parse():
         except (SyntaxError, ValueError):
             really_bad.add(os.path.abspath(f))
     assert reported == really_bad
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(lambda t: ("import tensorflow as tf\n" + t).encode("utf-8", "surrogatepass")),
+))
+def test_any_bytes_give_findings_never_an_exception(data):
+    for name in ("m.py", "m.ipynb"):
+        res = lint_bytes(name, data, ALL)
+        for f in res.findings:
+            assert f.line >= 1 and f.col >= 0
+            if f.code == "TFL000":
+                assert f.message
