@@ -140,6 +140,19 @@ class LoopFacts:
                 values = traced.bindings(node.target.id, scope)
                 if values and all(_is_number(v) for v in values):
                     out.setdefault(node.target.id, f"counter incremented on line {node.lineno}")
+        # names computed from those by plain arithmetic: `lr = base_lr * 0.5 ** epoch`
+        assigns = [
+            n for n in walk_body(loop.body)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+        ]
+        changed = True
+        while changed:
+            changed = False
+            for node in assigns:
+                name = node.targets[0].id
+                if name not in out and _scalar_expr(node.value, out, self.a):
+                    out[name] = f"computed from the loop value on line {node.lineno}"
+                    changed = True
         cache[loop] = out
         return out
 
@@ -220,6 +233,23 @@ def _is_number(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _scalar_expr(expr: ast.AST, scalars: dict[str, str], a: "Analysis") -> bool:
+    """Arithmetic on numbers and the names in ``scalars`` that uses at least one of those names."""
+    used = False
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name):
+            if n.id in scalars:
+                used = True
+            elif not (n.id in ("int", "float", "round", "abs", "min", "max") and a.qualname(n) is None):
+                return False
+        elif isinstance(n, ast.Call):
+            if not isinstance(n.func, ast.Name):
+                return False
+        elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop, ast.Load)):
+            return False
+    return used
 
 
 def _uses(expr: ast.AST, names: set[str]) -> bool:

@@ -416,6 +416,8 @@ class TracedFunctions:
         if isinstance(expr, ast.Call):
             name = self.a.call_name(expr)
             if name is not None:
+                if name.endswith("()") and name.startswith(("keras.", "tensorflow.keras.")):
+                    return True  # calling a Keras model, layer, loss or metric instance
                 return _is_tensor_op(name)
             f = expr.func
             if isinstance(f, ast.Name) and f.id == "self":
