@@ -19,7 +19,9 @@ ratios (on/off) with its interquartile range. Each block's median step is compar
 noise floor of the method on the machine at hand.
 
 Start-up overhead is measured separately, as whole processes: ``python -c "import tensorflow"``
-against ``python -m tflint profile fixtures/profile/empty.py``, alternated, median difference.
+against ``python -m tflint profile fixtures/profile/empty.py``, alternated, median difference;
+and, less exposed to the machine's noise, inside one process: the time ``tflint profile
+empty.py`` takes once TensorFlow is imported (CLI, hooks, report).
 
 Targets (issue 4): step-time overhead <= 2% (graph, fit) / <= 5% (eager) at ~5 ms steps,
 <= 5% / <= 15% at ~1 ms steps; start-up <= 0.5 s beyond TensorFlow's own import.
@@ -272,7 +274,25 @@ def startup(runs: int) -> dict[str, Any]:
                            stderr=subprocess.DEVNULL, check=True)
             times[key].append(time.perf_counter() - t0)
     diffs = [p - q for p, q in zip(times["profile"], times["import"])]
+    # the same inside one process, where the machine's noise between processes does not count:
+    # time to import TensorFlow, then everything tflint adds (CLI, hooks, report) on top of it
+    code = (
+        "import sys, time\n"
+        "t0 = time.perf_counter()\nimport tensorflow\nt1 = time.perf_counter()\n"
+        f"sys.argv = ['tflint', 'profile', {str(EMPTY_SCRIPT)!r}]\n"
+        "from tflint.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "t2 = time.perf_counter()\nprint('PHASES', t1 - t0, t2 - t1, file=sys.stderr)\n"
+    )
+    beyond: list[float] = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=True)
+        line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PHASES"))
+        beyond.append(float(line.split()[2]))
     return {
+        "in_process_beyond_import_s_median": statistics.median(beyond),
+        "in_process_beyond_import_s_min": min(beyond),
         "import_tensorflow_s": statistics.median(times["import"]),
         "tflint_profile_empty_s": statistics.median(times["profile"]),
         "overhead_s_median": statistics.median(diffs),
@@ -328,12 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.startup_runs > 0:
         s = startup(args.startup_runs)
         s["target_s"] = STARTUP_TARGET_S
-        s["meets_target"] = s["overhead_s_median"] <= STARTUP_TARGET_S
+        s["meets_target"] = s["in_process_beyond_import_s_median"] <= STARTUP_TARGET_S
         out["startup"] = s
         print(f"start-up: import tensorflow {s['import_tensorflow_s']:.2f}s, tflint profile "
               f"empty.py {s['tflint_profile_empty_s']:.2f}s, overhead {s['overhead_s_median']:+.2f}s "
-              f"(IQR {s['overhead_s_q25']:+.2f}..{s['overhead_s_q75']:+.2f}) target "
-              f"{STARTUP_TARGET_S}s: {'ok' if s['meets_target'] else 'OVER'}", flush=True)
+              f"(IQR {s['overhead_s_q25']:+.2f}..{s['overhead_s_q75']:+.2f}); in one process, "
+              f"after TensorFlow's import: {s['in_process_beyond_import_s_median']:.2f}s median, "
+              f"{s['in_process_beyond_import_s_min']:.2f}s best; target {STARTUP_TARGET_S}s: "
+              f"{'ok' if s['meets_target'] else 'OVER'}", flush=True)
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2))
     return 0
