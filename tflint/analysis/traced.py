@@ -467,7 +467,7 @@ class TracedFunctions:
         test_ok = self.is_once_guard if kind == "once" else self.is_eager_guard
         child = node
         for anc in self.a.ancestors(node):
-            if isinstance(anc, (*_FUNCS, ast.ClassDef)):
+            if isinstance(anc, (ast.Lambda, ast.ClassDef)):
                 break
             if isinstance(anc, (ast.If, ast.IfExp, ast.While)) and child is not anc.test and test_ok(anc.test):
                 return anc
@@ -486,6 +486,8 @@ class TracedFunctions:
                             and test_ok(prev.test, negated=True)
                         ):
                             return prev
+            if isinstance(anc, _FUNCS):
+                break
             child = anc
         return None
 

@@ -1,0 +1,282 @@
+"""Targeted cases for TFL201-TFL203: what changes per call, where functions are created, and
+which loops iterate data rather than epochs."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tflint.rules import get_rule
+from tests.rule_harness import run_rules
+
+
+def findings(code: str, source: str):
+    return run_rules(textwrap.dedent(source), [get_rule(code)])
+
+
+def lines(code: str, source: str) -> list[int]:
+    return [f.line for f in findings(code, source)]
+
+
+HEADER = """
+import tensorflow as tf
+
+@tf.function
+def step(x, k):
+    return x * k
+"""
+
+
+# -- TFL201 --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "loop,call,fires",
+    [
+        ("for i in range(10):", "step(1.0, i)", True),
+        ("for i in range(10):", "step(1.0, i % 3)", True),
+        ("for i in range(10):", "step(1.0, float(i))", True),
+        ("for i in range(10):", "step(1.0, k=i + 1)", True),
+        ("for i, x in enumerate(ds):", "step(x, i)", True),
+        ("for i, x in zip(range(5), ds):", "step(x, i)", True),
+        ("for lr in [0.1, 0.01]:", "step(1.0, lr)", True),
+        ("for i in range(10):", "step(1.0, tf.constant(i))", False),
+        ("for i in range(10):", "step(1.0, tf.convert_to_tensor(i))", False),
+        ("for i in range(10):", "step(xs[i], 2.0)", False),
+        ("for i, x in enumerate(ds):", "step(x, 2.0)", False),
+        ("for x in ds:", "step(x, x)", False),
+        ("for i in tf.range(10):", "step(1.0, i)", False),
+    ],
+)
+def test_tfl201_what_counts_as_a_changing_python_number(loop, call, fires):
+    src = HEADER + f"ds = tf.data.Dataset.range(4)\nxs = tf.ones([10])\n{loop}\n    {call}\n"
+    got = lines("TFL201", src)
+    assert bool(got) is fires, got
+
+
+def test_tfl201_counter_and_value_computed_from_the_index():
+    src = HEADER + textwrap.dedent("""
+    n = 0
+    v = tf.Variable(0)
+    for epoch in range(3):
+        n += 1
+        v.assign_add(1)
+        scale = 0.5 ** epoch
+        step(1.0, n)
+        step(1.0, scale)
+        step(1.0, v)
+    """)
+    got = findings("TFL201", src)
+    assert [f.line for f in got] == [14, 15]
+    assert "counter incremented on line 11" in got[0].message
+    assert "`scale`" in got[1].message
+
+
+def test_tfl201_counter_initialised_from_a_tensor_is_not_python():
+    src = HEADER + "n = tf.constant(0)\nwhile n < 5:\n    n += 1\n    step(1.0, n)\n"
+    assert lines("TFL201", src) == []
+
+
+def test_tfl201_plain_function_input_signature_and_traced_caller():
+    src = """
+    import tensorflow as tf
+    from tensorflow import function
+
+    def plain(x, k):
+        return x * k
+
+    @function(input_signature=[tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)])
+    def signed(x, k):
+        return x * tf.cast(k, tf.float32)
+
+    @tf.function
+    def inner(x, k):
+        return x * k
+
+    @tf.function
+    def outer(x):
+        for i in range(3):          # unrolled while tracing: one trace of `inner` per value, once
+            x = inner(x, i)
+        return x
+
+    for i in range(10):
+        plain(1.0, i)
+        signed(1.0, i)
+    """
+    assert lines("TFL201", src) == []
+
+
+def test_tfl201_wrapped_attribute_and_alias():
+    src = """
+    import tensorflow as tensorflow_lib
+
+    def body(x, k):
+        return x * k
+
+    fast = tensorflow_lib.function(body, jit_compile=True)
+
+    class Loop:
+        def __init__(self):
+            self.fn = tensorflow_lib.function(body)
+
+        def run(self):
+            for k in range(4):
+                self.fn(1.0, k)
+                fast(1.0, k)
+    """
+    assert lines("TFL201", src) == [15, 16]
+
+
+# -- TFL202 --------------------------------------------------------------------------------
+
+def test_tfl202_module_level_and_setup_creations_are_fine():
+    src = """
+    import tensorflow as tf
+
+    @tf.function
+    def step(x):
+        return x
+
+    double = tf.function(lambda x: x * 2)
+
+    class Layerish(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.fn = tf.function(self._f)
+        def _f(self, x):
+            return x
+
+    for x in tf.data.Dataset.range(3):
+        step(x)
+        double(x)
+    """
+    assert lines("TFL202", src) == []
+
+
+def test_tfl202_factory_called_in_a_loop_reports_the_decorator_and_the_call():
+    src = """
+    import tensorflow as tf
+
+    def make(m):
+        @tf.function
+        def fwd(x):
+            return m(x)
+        return fwd
+
+    for x in tf.data.Dataset.range(3):
+        f = make(None)
+        f(x)
+    """
+    (f,) = findings("TFL202", src)
+    assert f.line == 5 and "line 11" in f.message and "line 10" in f.message
+
+
+def test_tfl202_sweep_loop_reusing_the_function_in_an_inner_loop_is_fine():
+    src = """
+    import tensorflow as tf
+
+    def body(x):
+        return x
+
+    for lr in [0.1, 0.01]:
+        step = tf.function(body)
+        for x in tf.data.Dataset.range(3):
+            step(x)
+    """
+    assert lines("TFL202", src) == []
+
+
+def test_tfl202_create_once_cache_in_a_loop_is_fine():
+    src = """
+    import tensorflow as tf
+    cache = {}
+    def body(x):
+        return x
+    for shape in [(1,), (2,)]:
+        if shape not in cache:
+            cache[shape] = tf.function(body)
+        cache[shape](tf.zeros(shape))
+    """
+    assert lines("TFL202", src) == []
+
+
+def test_tfl202_per_call_creation_in_helper_called_twice_and_test_bodies():
+    src = """
+    import tensorflow as tf
+
+    def run_once(model, x):
+        return tf.function(model)(x)
+
+    a = run_once(None, 1.0)
+    b = run_once(None, 2.0)
+
+    class Tests:
+        def test_fn(self):
+            @tf.function
+            def f(x):
+                return x
+            return f(1.0)
+    """
+    assert lines("TFL202", src) == [5]
+
+
+def test_tfl202_inside_traced_code_is_fine():
+    src = """
+    import tensorflow as tf
+    @tf.function
+    def outer(x):
+        inner = tf.function(lambda v: v + 1)
+        for i in range(3):
+            x = inner(x)
+        return x
+    """
+    assert lines("TFL202", src) == []
+
+
+# -- TFL203 --------------------------------------------------------------------------------
+
+KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
+
+
+@pytest.mark.parametrize(
+    "body,fires",
+    [
+        ("for x in ds:\n    model.predict(x)", True),
+        ("for x, y in ds:\n    model.evaluate(x, y)", True),
+        ("for x, y in ds:\n    model.evaluate(x=x, y=y)", True),
+        ("for i in range(0, len(data), 32):\n    model.predict_on_batch(data[i:i + 32])", True),
+        ("it = iter(ds)\nwhile True:\n    b = next(it)\n    model.predict(b)", True),
+        ("for path in files:\n    img = load(path)\n    model.predict(img[None])", True),
+        ("for epoch in range(5):\n    model.fit(ds)\n    model.evaluate(val)", False),
+        ("for epoch in range(5):\n    model.predict(data[epoch])", False),
+        ("for fold in range(5):\n    model.evaluate(folds[fold])", False),
+        ("for ckpt in ckpts:\n    model.load_weights(ckpt)\n    model.evaluate(val)", False),
+        ("for m in [model, model]:\n    m.predict(val)", False),
+        ("for name, d in sets.items():\n    model.evaluate(d)", False),
+        ("for x in ds:\n    model(x, training=False)", False),
+    ],
+)
+def test_tfl203_data_loops_versus_run_loops(body, fires):
+    got = lines("TFL203", KERAS + body + "\n")
+    assert bool(got) is fires, got
+
+
+def test_tfl203_other_libraries_and_callbacks():
+    src = """
+    import keras
+    from sklearn.linear_model import LogisticRegression
+    clf = LogisticRegression()
+    for x in rows:
+        clf.predict(x)
+
+    class C(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.model.evaluate(self.val)
+        def on_batch_end(self, batch, logs=None):
+            self.model.predict(self.val)
+    """
+    assert lines("TFL203", src) == [12]
+
+
+def test_tfl203_message_names_the_loop():
+    (f,) = findings("TFL203", KERAS + "\nfor batch in ds:\n    model.predict(batch)\n")
+    assert "line 4" in f.message and "`batch`" in f.message
