@@ -48,6 +48,8 @@ def _hook_status(session: Any) -> dict[str, Any]:
             out[kind] = h.status_dict()
     if session.steps is not None:
         out["steps"] = session.steps.status_dict()
+    if getattr(session, "distribute", None) is not None:
+        out["distribute"] = session.distribute.status_dict()
     if session.input is not None and out["input-stall"].get("status") == "ok":
         out["input-stall"]["note"] = ("tf.data iterators are timed (eager and inside tf.function/fit); "
                                       "plain Python generators iterated directly are not")
@@ -347,6 +349,19 @@ def _placement_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     return pl.signals()
 
 
+# ---------------------------------------------------------------------------- distribute
+def _tag_worker(session: Any, metrics: dict[str, Any]) -> None:
+    """``metrics["worker"]``: this process's role in a tf.distribute job, its strategy and the
+    timing of its loop over distributed batches (``tflint report merge`` reads it)."""
+    try:
+        from tflint.runtime.distribute import describe_worker
+
+        hook = getattr(session, "distribute", None)
+        metrics["worker"] = hook.metrics() if hook is not None else describe_worker()
+    except Exception as exc:  # noqa: BLE001
+        metrics.setdefault("aggregation_errors", []).append(f"worker tag: {type(exc).__name__}: {exc}")
+
+
 # --------------------------------------------------------------------------------- main
 def build_report(session: Any, script: str = "<watch>", argv: list[str] | None = None,
                  exit_code: int | None = None, duration_s: float | None = None) -> Report:
@@ -394,6 +409,8 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
     metrics["hooks"] = _hook_status(session)
     if st.overflow:
         metrics["dropped_records"] = dict(st.overflow)
+
+    _tag_worker(session, metrics)
 
     order = {"error": 0, "warning": 1, "info": 2}
     signals.sort(key=lambda s: (order.get(s.severity, 3), s.kind))

@@ -15,16 +15,17 @@
 ``per_replica_batch_size`` batch one replica sees per step, when visible
 ``batch_source``           where the batch sizes were read from
 
-and, when :class:`DistributeHook` timed the loop over a distributed dataset,
-``steps_observed``, ``step_time_s`` (``{"median", "p90", "n"}``: time between two consecutive
-batches, i.e. one step), ``input_wait_s`` (same, time spent inside ``next()``) and
-``input_wait_share`` (total wait / total step time, first step excluded).
+and, when the loop fetched from a distributed dataset eagerly (timed by the input-stall hook,
+:meth:`tflint.runtime.input.InputHook.distributed_timing`), ``steps_observed``, ``step_time_s``
+(``{"median", "p90", "n"}``: time between two consecutive batches, i.e. one step),
+``input_wait_s`` (same, time spent inside ``next()``) and ``input_wait_share`` (total wait /
+total step time, first step excluded).
 
-The hook observes strategies as they are created (a class-level wrapper of
-``StrategyBase.__init__``), the datasets handed to ``experimental_distribute_dataset`` /
-``distribute_datasets_from_function`` (their batch size), and eager ``next()`` on distributed
-iterators (``DistributedIteratorBase.get_next``) — which the plain ``tf.data`` iterator hook does
-not see, because distributed iterators fetch through multi-device iterators.
+:class:`DistributeHook` observes strategies as they are created (a class-level wrapper of
+``StrategyBase.__init__``) and the datasets handed to ``experimental_distribute_dataset`` /
+``distribute_datasets_from_function`` (their batch size). It installs nothing that runs per step
+and never initialises TensorFlow's runtime. Waiting for distributed batches is measured in one
+place only, the input-stall hook, which wraps ``DistributedIteratorBase.get_next``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import os
 import socket
 import sys
 import threading
-import time
 import weakref
 from typing import Any
 
@@ -251,6 +251,16 @@ def _note_batch(global_batch: int | None = None, per_replica: int | None = None,
                 _state["batch_source"] = f"{prev}, {source}" if prev and prev != source else source
 
 
+def observe_first_batch(batch: Any) -> None:
+    """Per-replica batch size from the first batch a distributed iterator returned, when the
+    distributed dataset did not tell it."""
+    if _state.get("per_replica_batch_size") is not None:
+        return
+    p = _leading_dim(batch)
+    if p is not None:
+        _note_batch(per_replica=p, source="first distributed batch")
+
+
 def reset_observations() -> None:
     """Forget the strategy and batch sizes seen so far (a new watch session starts clean)."""
     with _state_lock:
@@ -259,38 +269,25 @@ def reset_observations() -> None:
 
 # -- the hook -------------------------------------------------------------------------------
 class DistributeHook(Hook):
-    """Observes strategy creation, distributed datasets and eager ``next()`` on their iterators."""
+    """Observes strategy creation and distributed datasets (batch sizes); nothing per step."""
 
     kind = "distribute"
 
     def __init__(self, session: Any) -> None:
         super().__init__(session)
-        self._local = threading.local()
-        self._last_start = 0.0
-        self._pending_wait = 0.0
-        self._calls = 0
-        self._waits: list[float] = []
-        self._intervals: list[float] = []
-        self._stride = 1
-        self._sum_wait = 0.0
-        self._sum_interval = 0.0
-        self._first_result_seen = False
         reset_observations()  # a new session starts clean; re-entering it keeps what it saw
 
     def check(self) -> str | None:
-        from tensorflow.python.distribute import distribute_lib, input_lib
+        from tensorflow.python.distribute import distribute_lib
 
         return missing_names([
             (distribute_lib, "StrategyBase"),
             (distribute_lib.StrategyBase, "experimental_distribute_dataset"),
             (distribute_lib.StrategyBase, "distribute_datasets_from_function"),
-            (input_lib, "DistributedIteratorBase"),
-            (input_lib.DistributedIteratorBase, "get_next"),
         ])
 
     def _install(self) -> None:
-        from tensorflow.python.distribute import distribute_lib, input_lib
-        from tensorflow.python.eager import context
+        from tensorflow.python.distribute import distribute_lib
 
         hook = self
         base = distribute_lib.StrategyBase
@@ -337,73 +334,20 @@ class DistributeHook(Hook):
 
             return distribute_datasets_from_function
 
-        def wrap_get_next(original):
-            def get_next(self, *args, **kwargs):
-                if not hook.active or getattr(hook._local, "inside", False) or not context.executing_eagerly():
-                    return original(self, *args, **kwargs)
-                hook._local.inside = True
-                t0 = time.perf_counter()
-                try:
-                    result = original(self, *args, **kwargs)
-                finally:
-                    hook._local.inside = False
-                t1 = time.perf_counter()
-                try:
-                    hook._record(t0, t1, result)
-                except Exception as exc:  # noqa: BLE001
-                    hook.fail(exc, "distributed iterator")
-                return result
-
-            return get_next
-
         self.patch(base, "__init__", wrap_init)
         self.patch(base, "experimental_distribute_dataset", wrap_distribute_dataset)
         self.patch(base, "distribute_datasets_from_function", wrap_from_function)
-        self.patch(input_lib.DistributedIteratorBase, "get_next", wrap_get_next)
-
-    def _record(self, t0: float, t1: float, result: Any) -> None:
-        # A call at ``t0`` closes the step that began with the previous call: its length is
-        # ``t0 - previous start`` and its input wait the previous call's duration. The first
-        # step (tracing, warm-up) is not counted.
-        with self._lock:
-            self._calls += 1
-            if self._calls >= 3:
-                closed = self._calls - 3
-                interval = t0 - self._last_start
-                self._sum_interval += interval
-                self._sum_wait += self._pending_wait
-                if closed % self._stride == 0:
-                    self._intervals.append(interval)
-                    self._waits.append(self._pending_wait)
-                    if len(self._intervals) >= _MAX_SAMPLES:
-                        self._intervals = self._intervals[::2]
-                        self._waits = self._waits[::2]
-                        self._stride *= 2
-            self._last_start = t0
-            self._pending_wait = t1 - t0
-        if not self._first_result_seen:
-            self._first_result_seen = True
-            p = _leading_dim(result)
-            if p is not None and _state.get("per_replica_batch_size") is None:
-                _note_batch(per_replica=p, source="first distributed batch")
 
     def timing(self) -> dict[str, Any]:
-        """Per-step timing of the loop over distributed iterators (empty if none was seen).
-        The first step (tracing, warm-up) is excluded."""
-        with self._lock:
-            intervals, waits = list(self._intervals), list(self._waits)
-            total_i, total_w = self._sum_interval, self._sum_wait
-        if not intervals:
+        """Per-step timing of the loop over distributed iterators, as measured by the session's
+        input-stall hook (empty when that hook is off or no distributed iterator was used)."""
+        inp = getattr(self.session, "input", None)
+        if inp is None or not hasattr(inp, "distributed_timing"):
             return {}
-        return {
-            "steps_observed": len(intervals),
-            "step_time_s": summarize(intervals),
-            "input_wait_s": summarize(waits),
-            "input_wait_share": round(total_w / total_i, 4) if total_i > 0 else None,
-        }
+        return inp.distributed_timing()
 
     def metrics(self) -> dict[str, Any]:
-        """``describe_worker()`` plus this hook's timing: the value of ``metrics["worker"]``."""
+        """``describe_worker()`` plus the loop timing: the value of ``metrics["worker"]``."""
         out = describe_worker()
         out.update(self.timing())
         return out

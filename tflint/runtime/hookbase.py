@@ -88,6 +88,21 @@ def user_site_tf_stack() -> tuple[str, int] | None:
     return user_frame(sys._getframe(1))
 
 
+def runtime_initialized() -> bool:
+    """True once TensorFlow's eager runtime (devices, collectives) has been initialised.
+
+    Hooks never initialise it themselves: a script must still be able to configure logical
+    devices, memory growth, visible devices or collective ops at start-up, which TensorFlow
+    refuses once the runtime is up. Anything that touches devices waits until this is true.
+    Cheap (an attribute read); False when the private attribute is missing."""
+    try:
+        from tensorflow.python.eager import context
+
+        return getattr(context.context(), "_context_handle", None) is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class Hook:
     """Base class: subclasses set ``kind`` and implement ``check``/``_install``/``_uninstall``."""
 

@@ -5,7 +5,15 @@
 * Inside a trace (Keras ``fit`` fetches batches inside its ``tf.function``): the same wrapper, at
   trace time, brackets the ``IteratorGetNext`` op with in-graph ``tf.timestamp`` probes and adds
   ``[wait, 1]`` to a float64 variable created eagerly (``init_scope``) at install. The variable is
-  read at most every ``READ_INTERVAL_S`` and at the end.
+  read at most every ``READ_INTERVAL_S`` and at the end. The variable is created at the first
+  in-graph probe, and only if TensorFlow's runtime is already initialised (creating it earlier
+  would stop a script from configuring its devices at start-up).
+* Distributed iterators (``tf.distribute``): ``DistributedIteratorBase.get_next`` (and
+  ``get_next_as_optional``) is wrapped the same way, eagerly and at trace time. It fetches one
+  batch per replica through per-device iterators; those inner fetches are not timed again (a
+  thread-local flag), so each step's wait is measured once, around the whole distributed fetch.
+  Eager distributed fetches also give the per-step timing of ``metrics["worker"]``
+  (:meth:`InputHook.distributed_timing`).
 * Datasets: ``DatasetV2.__init__`` is wrapped to remember where (user frame) each dataset was
   built; ``OwnedIterator.__init__`` remembers which dataset an eager iterator reads, so a stall can
   point at the pipeline and say whether it has ``prefetch``, parallel ``map``, ``py_function`` or
@@ -17,12 +25,13 @@ Classification follows TensorBoard's input-pipeline analyzer: waiting >= 20% of 
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import Hook, user_frame
+from tflint.runtime.hookbase import Hook, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
@@ -32,6 +41,7 @@ SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
 MIN_OUTSIDE_S = 1e-3  # without tf.data, only a gap of >= 1 ms per step between step calls counts
 MAX_DATASETS = 64
+MAX_DIST_SAMPLES = 4096
 
 
 def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
@@ -84,6 +94,27 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
     return {"chain": chain, "sites": sites[:8], "created_before_watch": bool(iter_site and not sites[1:] and sites and list(iter_site) == sites[0]), **flags}
 
 
+def _distributed_iterator_class() -> Any:
+    try:
+        from tensorflow.python.distribute import input_lib
+    except Exception:  # noqa: BLE001
+        return None
+    cls = getattr(input_lib, "DistributedIteratorBase", None)
+    return cls if cls is not None and "get_next" in cls.__dict__ else None
+
+
+def _dataset_of(it: Any) -> Any:
+    """The dataset an iterator reads: a tf.data iterator's own, or for a distributed iterator
+    the dataset of its (first) worker iterator."""
+    ds = getattr(it, "_dataset", None)
+    if ds is not None:
+        return ds
+    inner = getattr(it, "_iterators", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return getattr(inner[0], "_dataset", None)
+    return None
+
+
 class _IterStats:
     __slots__ = ("wait", "count", "slow", "dataset", "desc", "site", "max_wait")
 
@@ -116,6 +147,18 @@ class InputHook(Hook):
         self._last: tuple[float, float] | None = None
         self._last_read_t = 0.0
         self.series = self.store.series("input_wait_share", 400)
+        self._tls = threading.local()  # .inside: within a distributed fetch (inner fetches not timed)
+        # eager distributed fetches: one per step; step i's length is the time between fetch
+        # starts i and i+1, its wait the duration of fetch i (the first step is not counted)
+        self._dist_calls = 0
+        self._dist_last_start = 0.0
+        self._dist_pending_wait = 0.0
+        self._dist_intervals: list[float] = []
+        self._dist_waits: list[float] = []
+        self._dist_stride = 1
+        self._dist_sum_wait = 0.0
+        self._dist_sum_interval = 0.0
+        self._dist_first_batch_seen = False
 
     def check(self) -> str | None:
         try:
@@ -138,14 +181,26 @@ class InputHook(Hook):
         hook = self
         perf = time.perf_counter
         executing_eagerly = context.executing_eagerly
+        tls = self._tls
 
-        if self._acc is None:
-            with ops.init_scope():
-                self._acc = tf.Variable(tf.zeros([3], tf.float64), trainable=False, name="tflint_input_wait")
-        acc = self._acc
+        def accumulator() -> Any:
+            if hook._acc is None:
+                if not runtime_initialized():
+                    return None  # never initialise the runtime from here: this trace is not timed
+                from tensorflow.python.ops import resource_variable_ops
+
+                # a plain resource variable on the host, outside any strategy's variable creator
+                # (inside strategy.scope() tf.Variable would make a distributed variable)
+                with ops.init_scope(), ops.device("/device:CPU:0"):
+                    hook._acc = resource_variable_ops.ResourceVariable(
+                        tf.zeros([3], tf.float64), trainable=False, name="tflint_input_wait")
+            return hook._acc
 
         def probe(fetch: Any, it: Any) -> Any:
             # in-graph: t0 -> get_next -> t1; acc += [t1 - t0, 1, excess over 50 µs]
+            acc = accumulator()
+            if acc is None:
+                return fetch()
             t0 = tf.timestamp()
             with ops.control_dependencies([t0]):
                 result = fetch()
@@ -166,7 +221,7 @@ class InputHook(Hook):
 
         def make_next(orig: Any) -> Any:
             def _next_internal(it: Any) -> Any:
-                if not hook.active:
+                if not hook.active or getattr(tls, "inside", False):
                     return orig(it)
                 if executing_eagerly():
                     t0 = perf()
@@ -215,9 +270,49 @@ class InputHook(Hook):
         def make_next_optional(orig: Any) -> Any:
             # Keras fit with steps_per_execution > 1 fetches through get_next_as_optional
             def get_next_as_optional(it: Any) -> Any:
-                if not hook.active or executing_eagerly() or not ops.inside_function():
+                if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
                     return orig(it)
                 return probe(lambda: orig(it), it)
+
+            return get_next_as_optional
+
+        def make_dist_next(orig: Any) -> Any:
+            # one distributed fetch = one batch for every replica of this worker
+            def get_next(it: Any, *args: Any, **kwargs: Any) -> Any:
+                if not hook.active or getattr(tls, "inside", False):
+                    return orig(it, *args, **kwargs)
+                if executing_eagerly():
+                    tls.inside = True
+                    t0 = perf()
+                    try:
+                        result = orig(it, *args, **kwargs)
+                    finally:
+                        tls.inside = False
+                    t1 = perf()
+                    try:
+                        hook._on_dist_wait(it, t0, t1, result)
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "distributed iterator wait")
+                    return result
+                if not ops.inside_function():
+                    return orig(it, *args, **kwargs)
+                tls.inside = True
+                try:
+                    return probe(lambda: orig(it, *args, **kwargs), it)
+                finally:
+                    tls.inside = False
+
+            return get_next
+
+        def make_dist_optional(orig: Any) -> Any:
+            def get_next_as_optional(it: Any) -> Any:
+                if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
+                    return orig(it)
+                tls.inside = True
+                try:
+                    return probe(lambda: orig(it), it)
+                finally:
+                    tls.inside = False
 
             return get_next_as_optional
 
@@ -226,6 +321,13 @@ class InputHook(Hook):
             self.patch(iterator_ops.OwnedIterator, "get_next_as_optional", make_next_optional)
         self.patch(iterator_ops.OwnedIterator, "__init__", make_iter_init)
         self.patch(dataset_ops.DatasetV2, "__init__", make_ds_init)
+        dist_base = _distributed_iterator_class()
+        if dist_base is not None:
+            self.patch(dist_base, "get_next", make_dist_next)
+            if "get_next_as_optional" in dist_base.__dict__:
+                self.patch(dist_base, "get_next_as_optional", make_dist_optional)
+        else:
+            self.store.values["input.distributed"] = "distributed iterators not timed: input_lib.DistributedIteratorBase.get_next not found"
 
     # ---------------------------------------------------------------------------------
     def _on_eager_wait(self, it: Any, dt: float) -> None:
@@ -237,7 +339,7 @@ class InputHook(Hook):
                 st = self._graph_stats
             else:
                 st = self._by_iter[id(it)] = _IterStats()
-                ds = getattr(it, "_dataset", None)
+                ds = _dataset_of(it)
                 if ds is not None:
                     st.desc = describe_dataset(ds)
         st.wait += dt
@@ -249,6 +351,49 @@ class InputHook(Hook):
         steps = self.session.steps
         if steps is not None and (steps.primary is None or steps.primary.kind == "iterator"):
             steps.tick(("iterator", id(it)), "iterator", "iterator", time.perf_counter())
+
+    def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any) -> None:
+        """An eager fetch from a distributed iterator (one step's batch for all replicas)."""
+        self._on_eager_wait(it, t1 - t0)
+        with self._lock:
+            self._dist_calls += 1
+            if self._dist_calls >= 3:
+                closed = self._dist_calls - 3
+                interval = t0 - self._dist_last_start
+                self._dist_sum_interval += interval
+                self._dist_sum_wait += self._dist_pending_wait
+                if closed % self._dist_stride == 0:
+                    self._dist_intervals.append(interval)
+                    self._dist_waits.append(self._dist_pending_wait)
+                    if len(self._dist_intervals) >= MAX_DIST_SAMPLES:
+                        self._dist_intervals = self._dist_intervals[::2]
+                        self._dist_waits = self._dist_waits[::2]
+                        self._dist_stride *= 2
+            self._dist_last_start = t0
+            self._dist_pending_wait = t1 - t0
+        if not self._dist_first_batch_seen:
+            self._dist_first_batch_seen = True
+            from tflint.runtime.distribute import observe_first_batch
+
+            observe_first_batch(result)
+
+    def distributed_timing(self) -> dict[str, Any]:
+        """Per-step timing of the loop over distributed iterators (empty if none was seen):
+        ``steps_observed``, ``step_time_s`` and ``input_wait_s`` (``{"median", "p90", "n"}``)
+        and ``input_wait_share``. The first step (tracing, warm-up) is excluded."""
+        from tflint.runtime.distribute import summarize
+
+        with self._lock:
+            intervals, waits = list(self._dist_intervals), list(self._dist_waits)
+            total_i, total_w = self._dist_sum_interval, self._dist_sum_wait
+        if not intervals:
+            return {}
+        return {
+            "steps_observed": len(intervals),
+            "step_time_s": summarize(intervals),
+            "input_wait_s": summarize(waits),
+            "input_wait_share": round(total_w / total_i, 4) if total_i > 0 else None,
+        }
 
     def _graph_totals(self, force: bool = False) -> tuple[float, float, float]:
         if self._acc is None or (self._graph_probes == 0 and not force):

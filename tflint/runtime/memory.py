@@ -4,7 +4,9 @@ Samples are taken on step ticks, at most every ``MIN_INTERVAL_S``: host RSS from
 ``/proc/self/statm`` read through a file descriptor kept open (about 7 µs; reopening it each time
 costs ~15x more), falling back to ``resource.getrusage`` peak RSS elsewhere; and
 ``tf.config.experimental.get_memory_info`` for ``CPU:0`` (works with oneDNN, counts allocations
->= 256 KiB only) and ``GPU:0`` when present.
+>= 256 KiB only) and ``GPU:0`` when present. Which devices have allocator stats is found at the
+first sample taken after TensorFlow's runtime is initialised (never earlier: that would stop the
+script from configuring its devices at start-up).
 
 The trend (``analyze``) drops the warm-up, downsamples, and combines a Theil–Sen slope with a
 Mann–Kendall test and a magnitude gate, so a clean run's slow creep, allocator steps and single
@@ -44,6 +46,7 @@ class MemorySampler(Hook):
         self._skipped = 0
         self._tf_devices: list[str] = []
         self._get_memory_info: Any = None
+        self._tf_pending = True  # TensorFlow allocator stats not probed yet (runtime not up)
         self.rss = self.store.series("host_rss_bytes", 512)
         self.tf_mem: dict[str, Any] = {}
         self.rss_source = "none"
@@ -67,6 +70,17 @@ class MemorySampler(Hook):
                     self.rss_source = "getrusage-peak"
                 except ImportError:
                     self.rss_source = "none"
+        self.sample(0, force=True)
+
+    def _probe_tf_memory(self) -> None:
+        """Find the devices whose TensorFlow allocator stats can be read. Runs only once the
+        runtime is initialised: listing devices or reading memory info would initialise it, and
+        a script configuring devices at start-up would then fail."""
+        from tflint.runtime.hookbase import runtime_initialized
+
+        if not runtime_initialized():
+            return
+        self._tf_pending = False
         try:
             import tensorflow as tf
 
@@ -89,7 +103,6 @@ class MemorySampler(Hook):
             self._get_memory_info = gmi
         except Exception as exc:  # noqa: BLE001
             self.store.values["tf_memory_unavailable"] = f"{type(exc).__name__}: {exc}"[:200]
-        self.sample(0, force=True)
 
     def _uninstall(self) -> None:
         pass
@@ -125,6 +138,8 @@ class MemorySampler(Hook):
             return
         self._skipped = 0
         self._last = now
+        if self._tf_pending:
+            self._probe_tf_memory()
         self.samples += 1
         rss = self.read_rss()
         if rss is not None:
@@ -141,6 +156,11 @@ class MemorySampler(Hook):
 
     def tf_memory_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if self._tf_pending:
+            try:
+                self._probe_tf_memory()
+            except Exception:  # noqa: BLE001
+                pass
         gmi = self._get_memory_info
         for d in self._tf_devices:
             entry: dict[str, Any] = {"series": self.tf_mem[d].downsample(200)}

@@ -12,6 +12,11 @@ for an op) without a GPU silently runs on the CPU. Three mechanisms, all cheap:
 * **Executed functions** (probe window too) — graph collection (``context.enable_graph_collection`` +
   ``export_run_metadata``) gives the requested device of each node before optimisation and the
   device it was assigned; this catches ops without a kernel for an available device (e.g. GPU).
+
+Listing devices and graph collection initialise TensorFlow's runtime, which a script may still
+need to configure (logical devices, memory growth, collective ops): they wait until the runtime
+is up (checked at each new trace, eager op and step until then); graphs traced before are
+scanned then.
 """
 
 from __future__ import annotations
@@ -21,12 +26,18 @@ import time
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import Hook, is_library_file, user_frame
+from tflint.runtime.hookbase import (
+    Hook,
+    is_library_file,
+    runtime_initialized,
+    user_frame,
+)
 
 KIND = "soft-placement"
 PROBE_OPS = 20000
 PROBE_STEPS = 50
 EXPORT_INTERVAL_S = 2.0
+MAX_PENDING_GRAPHS = 64
 _SKIP_NODE_OPS = {"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp", "_DeviceArg", "_DeviceRetval"}
 
 
@@ -60,6 +71,9 @@ class PlacementHook(Hook):
         self._collecting = False
         self._last_export = 0.0
         self._saved_execute: Any = None
+        self._ready = False
+        self._pending: list[Any] = []  # graphs traced before the runtime was up
+        self._tf: Any = None
         self.graph_nodes_checked = 0
 
     def check(self) -> str | None:
@@ -86,16 +100,17 @@ class PlacementHook(Hook):
         self._context = context
         self._execute_mod = execute
         self._op_callbacks = op_callbacks
-        devs = tf.config.list_logical_devices()
-        self._available = {d.device_type.upper() for d in devs}
-        self._available_devs = {short_device(d.name) for d in devs if short_device(d.name)}
+        self._tf = tf
         hook = self
 
         def cf_callback(cf: Any) -> None:
             if not hook.active:
                 return
             try:
-                hook._scan_graph(cf)
+                if hook._ready or hook._ensure_ready():
+                    hook._scan_graph(cf)
+                elif len(hook._pending) < MAX_PENDING_GRAPHS:
+                    hook._pending.append(cf)  # scanned once the runtime is up
             except Exception as exc:  # noqa: BLE001
                 hook.fail(exc, "graph placement scan")
 
@@ -109,6 +124,12 @@ class PlacementHook(Hook):
             def op_callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None) -> None:
                 if graph is not None or not hook.active or hook._probe_done:
                     return None
+                if not hook._ready:
+                    try:
+                        hook._ensure_ready()  # an eager op ran: the runtime is up
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "placement set-up")
+                        return None
                 hook._probe_ops += 1
                 if hook._probe_ops > PROBE_OPS:
                     hook._probe_done = True
@@ -135,14 +156,34 @@ class PlacementHook(Hook):
             self._op_cb = op_callback
             op_callbacks.add_op_callback(op_callback)
 
+        # Devices and graph collection need TensorFlow's runtime, which must not be initialised
+        # here (the script may configure its devices first): done now if it is already up, else
+        # at the first trace, eager op or step after it is.
+        self._ready = False
+        self._ensure_ready()
+
+    def _ensure_ready(self) -> bool:
+        """List the available devices and start graph collection, once the runtime is up."""
+        if self._ready:
+            return True
+        if not runtime_initialized():
+            return False
+        self._ready = True
+        devs = self._tf.config.list_logical_devices()
+        self._available = {d.device_type.upper() for d in devs}
+        self._available_devs = {short_device(d.name) for d in devs if short_device(d.name)}
         # executed functions: requested vs assigned devices. Graph collection also records every
         # eager op as a one-node function, which is costly in eager loops: probe window only.
-        if not self._probe_done:
+        if not self._probe_done and not self._collecting:
             try:
-                context.context().enable_graph_collection()
+                self._context.context().enable_graph_collection()
                 self._collecting = True
             except Exception as exc:  # noqa: BLE001
                 self.store.values["placement.graph_collection"] = f"unavailable: {type(exc).__name__}: {exc}"
+        pending, self._pending = self._pending, []
+        for cf in pending:
+            self._scan_graph(cf)
+        return True
 
     def _remove_op_callback(self) -> None:
         cb = self._op_cb
@@ -166,6 +207,7 @@ class PlacementHook(Hook):
         while self._cf_cb in lst:
             lst.remove(self._cf_cb)
         self._cf_cb = None
+        self._pending = []
         self._remove_op_callback()
         self._stop_collection()
 
@@ -182,6 +224,8 @@ class PlacementHook(Hook):
             self._collecting = False
 
     def on_step(self, step: int, now: float) -> None:
+        if not self._ready:
+            self._ensure_ready()
         if (self._op_cb is not None or self._collecting) and (self._probe_done or step >= PROBE_STEPS):
             self._probe_done = True
             self._remove_op_callback()
@@ -284,6 +328,8 @@ class PlacementHook(Hook):
 
     # ---------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
+        if not self._ready and self._tf is not None:
+            self._ensure_ready()
         return {
             "available_devices": sorted(self._available_devs),
             "eager_ops_probed": min(self._probe_ops, PROBE_OPS),

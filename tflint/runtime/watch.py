@@ -62,6 +62,7 @@ class ProfileSession:
         self.placement: Any = None
         self.retrace: Any = None
         self.gradients: Any = None
+        self.distribute: Any = None
 
     # -- construction -------------------------------------------------------------------
     def _build(self) -> None:
@@ -98,11 +99,20 @@ class ProfileSession:
                 self.placement = self.hooks["soft-placement"] = PlacementHook(self)
         if "memory-growth" in self.signals:
             self.hooks["memory-growth"] = self.memory
+        try:
+            from tflint.runtime.distribute import DistributeHook
+        except ImportError:
+            DistributeHook = None  # noqa: N806
+        if DistributeHook is not None:
+            # which worker of a tf.distribute job this is: tags every report (nothing per step)
+            self.distribute = DistributeHook(self)
         self._built = True
 
     def _all_hooks(self) -> list[Any]:
         hs = [self.steps, self.memory, self.gpu]
         hs += [h for k, h in self.hooks.items() if h is not self.memory]
+        if self.distribute is not None:
+            hs.append(self.distribute)
         return hs
 
     # -- context manager ----------------------------------------------------------------
