@@ -263,6 +263,7 @@ def test_tfl203_data_loops_versus_run_loops(body, fires):
 def test_tfl203_other_libraries_and_callbacks():
     src = """
     import keras
+    import tensorflow as tf
     from sklearn.linear_model import LogisticRegression
     clf = LogisticRegression()
     for x in rows:
@@ -273,8 +274,18 @@ def test_tfl203_other_libraries_and_callbacks():
             self.model.evaluate(self.val)
         def on_batch_end(self, batch, logs=None):
             self.model.predict(self.val)
+
+    class DatasetTest(tf.test.TestCase):
+        def test_elements(self, dataset, n):
+            for i in range(n):
+                self.assertEqual(i, self.evaluate(dataset[i]))
+
+    class Net(keras.Model):
+        def score_each(self, rows):
+            for row in rows:
+                self.predict(row)
     """
-    assert lines("TFL203", src) == [12]
+    assert lines("TFL203", src) == [13, 23]
 
 
 def test_tfl203_message_names_the_loop():

@@ -377,8 +377,12 @@ class PerBatchPredict(Rule):
 
     @staticmethod
     def _is_keras_model(ctx: RuleContext, receiver: ast.AST) -> bool:
-        """Any receiver not known to be something else (scikit-learn, pandas, ...)."""
-        q = ctx.analysis.qualname(receiver)
+        """Any receiver not known to be something else (scikit-learn, pandas, a test case's
+        ``self.evaluate``...)."""
+        a = ctx.analysis
+        if isinstance(receiver, ast.Name) and receiver.id == "self":
+            return a.traced.is_keras_class(a.enclosing_class(receiver))
+        q = a.qualname(receiver)
         if q is None:
             return True
         return q.startswith(("keras.", "tensorflow."))
