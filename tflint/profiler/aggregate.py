@@ -164,7 +164,8 @@ def _gradient_signals(session: Any) -> list[Signal]:
                                 ": Keras skips them silently, so they are never trained")
                              + ". Fix: find why the tape returns None for them (see the gradient call), or leave them out."),
                     location=_loc(site),
-                    details={"api": r["api"], "variables": r["variables"], "count": r["count"], "all_none": bool(all_none)},
+                    details={"api": r["api"], "variables": r["variables"], "count": r["count"], "all_none": bool(all_none),
+                             **_replica_details(r)},
                 )
             )
             continue
@@ -179,7 +180,8 @@ def _gradient_signals(session: Any) -> list[Signal]:
             fixes.append(FIX_TEXT.get(reason, ""))
         n = len(r["variables"])
         mode = "in eager mode" if r.get("eager") else "while tracing a tf.function (every call of that trace returns None)"
-        msg = (f"GradientTape.gradient returned None for {n} of {r.get('n_sources', n)} source(s) {mode} — "
+        msg = (f"GradientTape.gradient returned None for {n} of {r.get('n_sources', n)} source(s) {mode}"
+               + _replicas_text(r) + " — "
                + "; ".join(parts) + ". Fix: " + "; ".join(f for f in fixes if f) + ".")
         out.append(
             Signal(
@@ -194,10 +196,29 @@ def _gradient_signals(session: Any) -> list[Signal]:
                     "count": r["count"],
                     "eager": r.get("eager"),
                     "sources": r.get("n_sources"),
+                    **_replica_details(r),
                 },
             )
         )
     return out
+
+
+def _replica_details(r: dict[str, Any]) -> dict[str, Any]:
+    if not r.get("replicas"):
+        return {}
+    return {"replicas": list(r["replicas"]), "replicas_in_sync": r.get("replicas_in_sync")}
+
+
+def _replicas_text(r: dict[str, Any]) -> str:
+    """' on every replica (0, 1 of 2)' / ' on replica 1 of 4' under a tf.distribute strategy."""
+    reps = r.get("replicas")
+    if not reps:
+        return ""
+    n = r.get("replicas_in_sync")
+    ids = ", ".join(str(i) for i in reps)
+    if n and len(reps) == n and n > 1:
+        return f" on every replica ({ids} of {n})"
+    return f" on replica{'s' if len(reps) > 1 else ''} {ids}" + (f" of {n}" if n else "")
 
 
 def _vdesc(v: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ What the merged report holds
     kind, location and subject (function, variable, op or dataset named in their details). A
     merged signal keeps the first worker's message, takes the worst severity, and records
     ``details["workers"]`` (the worker ids it was seen on, in report order) and, when the
-    workers' messages differ, ``details["per_worker"]`` (``{worker id: message}``).
+    workers' messages differ, ``details["per_worker"]`` (``{worker id: message}``). Counts are
+    summed; ``details["replicas"]`` (replica ids a None gradient came from) is the union.
 ``metrics["workers"]``
     ``{worker id: row}`` with the worker's role and strategy (from ``metrics["worker"]``, see
     :mod:`tflint.runtime.distribute`), ``steps``, ``exit_code``, ``duration_s``,
@@ -322,6 +323,7 @@ def _merge_signals(ids: list[str], reports: list[Report]) -> list[Signal]:
                     a, b = m.details.get(ck), (s.details or {}).get(ck)
                     if _number(a) is not None and _number(b) is not None:
                         m.details[ck] = a + b
+                _union_replicas(m.details, s.details)
             if wid not in m.details["workers"]:
                 m.details["workers"].append(wid)
             messages[key].setdefault(wid, s.message)
@@ -329,6 +331,16 @@ def _merge_signals(ids: list[str], reports: list[Report]) -> list[Signal]:
         if len(set(messages[key].values())) > 1:
             m.details["per_worker"] = messages[key]
     return list(merged.values())
+
+
+def _union_replicas(into: dict[str, Any], other: Any) -> None:
+    """A finding seen on several workers was seen on the replicas of all of them."""
+    theirs = other.get("replicas") if isinstance(other, dict) else None
+    if not isinstance(theirs, list):
+        return
+    mine = into.get("replicas") if isinstance(into.get("replicas"), list) else []
+    ids = [x for x in mine + theirs if isinstance(x, int) and not isinstance(x, bool)]
+    into["replicas"] = sorted(set(ids))
 
 
 def _merge_hooks(reports: list[Report]) -> dict[str, Any]:

@@ -6,6 +6,10 @@ trace time: the Python body runs once per trace) and Keras ``train_step`` are al
 wrapper only tests ``g is None`` on the results; it never converts a tensor to a Python value
 (that would fail inside a trace). The analysis, call site and naming run only when a ``None``
 is found, and each (call site, variables) pair is recorded once with a count.
+
+Under a ``tf.distribute`` strategy the replica function is traced once per replica: the same
+None gradient from every replica is one record, which lists the replicas it was seen on
+(``replicas``, ids in the sync group, and ``replicas_in_sync``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from tflint.runtime.hookbase import Hook, user_site_tf_stack
 from tflint.runtime.store import add_example
 
 KIND = "none-gradient"
+MAX_REPLICAS = 256
 
 REASON_INT = "integer-dtype"
 REASON_NOT_READ = "not-read-in-tape"
@@ -43,6 +48,24 @@ FIX_TEXT = {
     REASON_NO_PATH: "check that the loss depends on it through differentiable ops; drop it from the sources if it is not trained",
     REASON_NOT_WATCHING: "call tape.watch(variable) inside the tape",
 }
+
+
+def _replica() -> tuple[int, int | None] | None:
+    """(replica id in sync group, replicas in sync) when called from a replica of a
+    ``tf.distribute`` strategy (``strategy.run``), else None. Only runs when a None is found."""
+    try:
+        from tensorflow.python.distribute import distribute_lib
+
+        ctx = distribute_lib.get_replica_context()
+        if ctx is None or type(ctx.strategy).__name__.startswith("_Default"):
+            return None
+        rid = getattr(ctx, "_replica_id_in_sync_group", None)
+        if isinstance(rid, bool) or not isinstance(rid, int):
+            return None
+        n = ctx.num_replicas_in_sync
+        return rid, (n if isinstance(n, int) else None)
+    except Exception:  # noqa: BLE001 - attribution is best effort
+        return None
 
 
 def _is_float(dtype: Any) -> bool:
@@ -326,6 +349,14 @@ class GradientHook(Hook):
             rec["count"] += 1
             if eager is not None and rec.get("eager") is not eager:
                 rec["eager"] = rec.get("eager") or eager
+            replica = _replica()
+            if replica is not None:
+                rid, n = replica
+                seen = rec.setdefault("replicas", [])
+                if rid not in seen and len(seen) < MAX_REPLICAS:
+                    seen.append(rid)
+                    seen.sort()
+                rec["replicas_in_sync"] = n
 
     def live_persistent_tapes(self) -> int:
         try:
