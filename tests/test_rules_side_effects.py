@@ -467,3 +467,34 @@ def test_side_effect_rules_silent_in_eager_code():
     """
     for code in ("TFL102", "TFL103", "TFL104", "TFL105", "TFL106", "TFL107", "TFL108"):
         assert lines(code, src) == [], code
+
+
+def test_tfl108_one_off_structure_warnings_are_not_reported():
+    src = """
+    import logging
+    import tensorflow as tf
+
+    class Seq(tf.keras.layers.Layer):
+        def __init__(self, legacy=False):
+            super().__init__()
+            self.legacy = legacy
+
+        def call(self, inputs):
+            if self.legacy:
+                logging.warning("legacy input handling for %s", type(inputs))
+            loss = tf.reduce_mean(inputs)
+            if loss > 10:
+                logging.warning("large loss")
+            logging.warning("value %s", loss)
+            logging.info("called")
+            self._warn("x")
+            return inputs
+
+        def _warn(self, msg):
+            if self.legacy:
+                self._say(msg)
+
+        def _say(self, msg):
+            return logging.warning(msg)
+    """
+    assert lines("TFL108", src) == [15, 16, 17]

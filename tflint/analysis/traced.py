@@ -30,6 +30,11 @@ EAGER_WRAPPERS = frozenset(
         "tensorflow.numpy_function",
         "tensorflow.compat.v1.py_func",
         "tensorflow.experimental.numpy_function",
+        "tensorflow.py_func",
+        "tensorflow.python.ops.script_ops.eager_py_func",
+        "tensorflow.python.ops.script_ops.py_func",
+        "tensorflow.python.ops.script_ops.py_func_common",
+        "tensorflow.python.ops.script_ops.numpy_function",
     }
 )
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -145,8 +150,8 @@ class TracedFunctions:
         while work:
             func = work.pop()
             name = getattr(func, "name", "<lambda>")
-            for sub in ast.walk(func):
-                if not isinstance(sub, ast.Call) or sub is func:
+            for sub in self._walk_traced_body(func):
+                if not isinstance(sub, ast.Call):
                     continue
                 callees = list(self._resolve_callable(sub.func, sub, called=True))
                 how = "called from"
@@ -159,6 +164,16 @@ class TracedFunctions:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         work.append(callee)
+
+    def _walk_traced_body(self, func: ast.AST):
+        """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""
+        stack = list(ast.iter_child_nodes(func))
+        while stack:
+            node = stack.pop()
+            if node in self.eager:
+                continue
+            yield node
+            stack.extend(ast.iter_child_nodes(node))
 
     def _traces_arguments(self, call: ast.Call) -> bool:
         """Whether a call inside traced code traces the functions it is given."""
@@ -345,7 +360,8 @@ class TracedFunctions:
     def call_sites(self, func: ast.AST) -> list[ast.Call]:
         """In-module calls of ``func`` (by name, or ``self.name`` for methods). For a method the
         returned calls' positional arguments line up with its parameters after ``self``:
-        callers get ``ast.Call`` copies with a placeholder first argument."""
+        callers get ``ast.Call`` copies with a placeholder first argument (the real call node
+        is their ``original`` attribute)."""
         table = self.__dict__.get("_call_sites")
         if table is None:
             table = self.__dict__["_call_sites"] = {}
@@ -355,6 +371,7 @@ class TracedFunctions:
                         if isinstance(node.func, ast.Attribute) and isinstance(self.a.parent(callee), ast.ClassDef):
                             shifted = ast.Call(func=node.func, args=[ast.Constant(None), *node.args], keywords=node.keywords)
                             ast.copy_location(shifted, node)
+                            shifted.original = node  # type: ignore[attr-defined]
                             table.setdefault(callee, []).append(shifted)
                         else:
                             table.setdefault(callee, []).append(node)

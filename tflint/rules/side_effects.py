@@ -768,6 +768,7 @@ _LOG_MODULES = (
     "absl.logging.", "tensorflow.get_logger().", "tensorflow.compat.v1.logging.",
     "tensorflow.logging.", "tensorflow.python.platform.tf_logging.",
 )
+_LOG_WARNINGS = frozenset({"warning", "warn", "error", "critical", "fatal", "exception", "vlog", "log_first_n"})
 _LOG_SETUP = frozenset({"getLogger", "basicConfig", "get_absl_handler", "set_verbosity", "get_verbosity",
                         "getLevelName", "Formatter", "StreamHandler", "FileHandler", "Handler",
                         "get_logger", "getEffectiveLevel", "isEnabledFor", "level_debug", "vlog_is_on"})
@@ -841,6 +842,8 @@ class LoggingOrFileIOInTracedCode(Rule):
             root = name.split(".")[0]
             logs = root == "logging" or name.startswith(_LOG_MODULES)
             if logs and last not in _LOG_SETUP and not last.endswith("()") and last[:1].islower():
+                if last in _LOG_WARNINGS and self._one_off_warning(ctx, call):
+                    return None
                 return f"logging call `{_text(ctx, f)}()`"
             if name in _FILE_OPENERS or name in _FILE_WRITERS:
                 return f"file I/O `{_text(ctx, f)}()`"
@@ -851,6 +854,32 @@ class LoggingOrFileIOInTracedCode(Rule):
         ):
             return f"file I/O `{_text(ctx, f)}()`"
         return None
+
+    def _one_off_warning(self, ctx: RuleContext, call: ast.Call, depth: int = 0) -> bool:
+        """A warning about the program's structure, meant to be shown once: under a Python
+        (non-tensor) condition, with no tensor in its arguments — or the whole body of a small
+        warning helper whose every caller is such a condition."""
+        a = ctx.analysis
+        traced = a.traced
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if any(traced.is_tensor(x) for x in args):
+            return False
+        own = a.enclosing_function(call)
+        for anc in a.ancestors(call):
+            if anc is own:
+                break
+            if isinstance(anc, (ast.If, ast.IfExp)):
+                return not traced.is_tensor(anc.test) and not any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("float", "int", "bool")
+                    for n in ast.walk(anc.test)
+                )
+        body = getattr(own, "body", [])
+        if depth == 0 and own is not None and len(body) <= 2:
+            sites = traced.call_sites(own)
+            return bool(sites) and all(
+                self._one_off_warning(ctx, getattr(site, "original", site), depth + 1) for site in sites
+            )
+        return False
 
     @staticmethod
     def _is_python_file(ctx: RuleContext, expr: ast.AST, at: ast.AST) -> bool:
