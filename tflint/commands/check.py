@@ -7,7 +7,10 @@ small file must start about as fast as the CLI framework itself.
 
 from __future__ import annotations
 
-import typer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import typer
 
 OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
 
@@ -103,16 +106,10 @@ def main(argv: list[str]) -> int:
         return 2
 
 
-def register(app: typer.Typer) -> None:
-    @app.command(
-        "check",
-        help=_HELP,
-        add_help_option=False,
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    )
-    def check(ctx: typer.Context) -> None:
-        """Check Python files and notebooks for TensorFlow training pitfalls."""
-        raise typer.Exit(main(list(ctx.args)))
+def register(app: "typer.Typer") -> None:
+    from tflint.commands import register_forwarding
+
+    register_forwarding(app, "check", _HELP, main)
 
 
 class CheckOptions:
@@ -212,7 +209,7 @@ def run_check(opts: CheckOptions) -> int:
 
     if opts.show_files:
         for f in sorted(_display_path(p, cwd) for p in files):
-            sys.stdout.write(f + "\n")
+            _safe_write(sys.stdout, f + "\n")
         return 0
 
     from tflint.engine import PARSE_ERROR_CODE, FileResult, lint_many, parse_error, sort_findings
@@ -231,8 +228,7 @@ def run_check(opts: CheckOptions) -> int:
             disp = _display_path(abspath, cwd)
             enabled = settings_for_dir(os.path.dirname(abspath)).enabled_for(abspath)
             try:
-                with open(abspath, "rb") as fh:
-                    raw = fh.read()
+                raw = _read_regular_file(abspath)
             except OSError as exc:
                 res = FileResult(disp, cacheable=False)
                 if PARSE_ERROR_CODE in enabled:
@@ -296,7 +292,7 @@ def run_check(opts: CheckOptions) -> int:
             results[disp] = FileResult(disp, outcome.findings)
         if opts.diff:
             if diffs:
-                sys.stdout.write("".join(diffs))
+                _safe_write(sys.stdout, "".join(diffs))
             if not opts.quiet:
                 sys.stderr.write(f"Would fix {fixed_total} issue{'s' if fixed_total != 1 else ''}.\n")
             for e in errors:
@@ -316,6 +312,50 @@ def run_check(opts: CheckOptions) -> int:
     if findings and not opts.exit_zero:
         return 1
     return 0
+
+
+def _safe_write(out, text: str, json_text: bool = False) -> None:
+    """Write ``text``; characters the stream cannot encode (a narrow terminal encoding, file
+    names that are not UTF-8) are escaped rather than ending the run with a traceback —
+    as ``\\uXXXX`` in JSON output (they only occur inside JSON strings), so it stays valid."""
+    try:
+        out.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(out, "encoding", None) or "utf-8"
+        if not json_text:
+            out.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
+            return
+        parts = []
+        for ch in text:
+            try:
+                ch.encode(encoding)
+                parts.append(ch)
+            except UnicodeEncodeError:
+                cp = ord(ch)
+                if cp > 0xFFFF:
+                    cp -= 0x10000
+                    parts.append(f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}")
+                else:
+                    parts.append(f"\\u{cp:04x}")
+        out.write("".join(parts))
+
+
+def _read_regular_file(path: str) -> bytes:
+    """The bytes of ``path``; a FIFO, device or socket (given explicitly) is refused without
+    blocking on it or reading it forever."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            return fh.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _cache_dir(finder, cwd: str) -> str:
@@ -443,7 +483,7 @@ def _emit(findings, opts: CheckOptions, fmt: str, cwd: str, raws: dict[str, byte
             ctx.unsafe_fixes = opts.unsafe_fixes
         text = renderer.render(findings, ctx)
     if text:
-        out.write(text if text.endswith("\n") else text + "\n")
+        _safe_write(out, text if text.endswith("\n") else text + "\n", json_text=fmt in ("json", "sarif"))
     elif fmt == "full" and not opts.quiet and not findings and not opts.statistics:
         out.write("All checks passed!\n")
 
@@ -476,7 +516,7 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
             sys.stderr.write(f"warning: {disp}: {outcome.problem}; input left unchanged\n")
         if opts.diff:
             if outcome.new_raw is not None and not outcome.problem:
-                sys.stdout.write(outcome.diff())
+                _safe_write(sys.stdout, outcome.diff())
                 for e in errors:
                     sys.stderr.write(f"error: internal error: {e}\n")
                 return 2 if errors else (0 if opts.exit_zero else 1)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 
-import typer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import typer
 
 _HELP = (
     "Run a training script with TensorFlow instrumented and explain its silent failures.\n\n"
@@ -21,48 +24,72 @@ _HELP = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("profile", help=_HELP, no_args_is_help=True)
-    def profile(
-        script: str = typer.Argument(..., help="The training script to run."),
-        args: list[str] | None = typer.Argument(
-            None, metavar="[-- ARGS]...", help="Arguments passed to the script (after --)."
-        ),
-        json_path: str | None = typer.Option(
-            None, "--json", metavar="PATH",
-            help="Also write the report as JSON (schema: docs/profile-json.md).",
-        ),
-        logdir: str | None = typer.Option(
-            None, "--logdir", metavar="DIR",
-            help="Write step time, input wait, retraces and memory as TensorBoard scalars "
-            "under DIR/tflint.",
-        ),
-        fail_on: str | None = typer.Option(
-            None, "--fail-on", metavar="KINDS",
-            help="Comma-separated signal kinds (retrace, none-gradient, soft-placement, "
-            "input-stall, memory-growth, or all) that make the exit status 3 when they fire.",
-        ),
-        live: bool | None = typer.Option(
-            None, "--live/--no-live",
-            help="Show the live status line (default: when stderr is a terminal).",
-        ),
-    ) -> None:
-        from tflint.profiler import runner
+def build_parser():
+    import argparse
 
-        try:
-            opts = runner.ProfileOptions(
-                script=script,
-                args=list(args or []),
-                json_path=json_path,
-                logdir=logdir,
-                fail_on=runner.parse_fail_on(fail_on),
-                live=live,
-            )
-            code = runner.run(opts)
-        except runner.ProfileUsageError as exc:
-            sys.stderr.write(f"tflint profile: error: {exc}\n")
-            raise typer.Exit(runner.USAGE_EXIT_CODE) from None
-        except KeyboardInterrupt:  # a second Ctrl-C while the report is being written
-            sys.stderr.write("tflint profile: interrupted\n")
-            raise typer.Exit(runner.INTERRUPT_EXIT_CODE) from None
-        raise typer.Exit(code)
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one line, exit 2
+            raise _UsageError(message)
+
+    p = Parser(prog="tflint profile", description=_HELP, allow_abbrev=False,
+               usage="tflint profile SCRIPT [--json PATH] [--logdir DIR] [--fail-on KINDS] [-- ARGS...]")
+    p.add_argument("script", metavar="SCRIPT", help="The training script to run.")
+    p.add_argument("args", nargs="*", metavar="ARGS", help="Arguments passed to the script (after --).")
+    p.add_argument("--json", dest="json_path", metavar="PATH",
+                   help="Also write the report as JSON (schema: docs/profile-json.md).")
+    p.add_argument("--logdir", metavar="DIR",
+                   help="Write step time, input wait, retraces and memory as TensorBoard scalars under DIR/tflint.")
+    p.add_argument("--fail-on", metavar="KINDS",
+                   help="Comma-separated signal kinds (retrace, none-gradient, soft-placement, input-stall, "
+                   "memory-growth, or all) that make the exit status 3 when they fire.")
+    live = p.add_mutually_exclusive_group()
+    live.add_argument("--live", dest="live", action="store_true", default=None,
+                      help="Show the live status line (default: when stderr is a terminal).")
+    live.add_argument("--no-live", dest="live", action="store_false")
+    return p
+
+
+class _UsageError(Exception):
+    pass
+
+
+def main(argv: list[str]) -> int:
+    """Run ``tflint profile`` with ``argv`` (the arguments after ``profile``); return the status.
+
+    Everything after the first ``--`` belongs to the script, untouched.
+    """
+    if "--" in argv:
+        cut = argv.index("--")
+        own, script_args = argv[:cut], argv[cut + 1:]
+    else:
+        own, script_args = argv, []
+    try:
+        ns = build_parser().parse_args(own)
+    except _UsageError as exc:
+        sys.stderr.write(f"tflint profile: error: {exc}\n")
+        return 2
+    from tflint.profiler import runner
+
+    try:
+        opts = runner.ProfileOptions(
+            script=ns.script,
+            args=[*ns.args, *script_args],
+            json_path=ns.json_path,
+            logdir=ns.logdir,
+            fail_on=runner.parse_fail_on(ns.fail_on),
+            live=ns.live,
+        )
+        return runner.run(opts)
+    except runner.ProfileUsageError as exc:
+        sys.stderr.write(f"tflint profile: error: {exc}\n")
+        return runner.USAGE_EXIT_CODE
+    except KeyboardInterrupt:  # a second Ctrl-C while the report is being written
+        sys.stderr.write("tflint profile: interrupted\n")
+        return runner.INTERRUPT_EXIT_CODE
+
+
+def register(app: "typer.Typer") -> None:
+    from tflint.commands import register_forwarding
+
+    register_forwarding(app, "profile", _HELP, main)
+
