@@ -69,13 +69,57 @@ class TracedFunctions:
 
     def traced_function_of(self, node: ast.AST) -> ast.AST | None:
         """The traced function whose body ``node`` runs in (innermost first), or ``None``."""
-        for anc in self.a.ancestors(node):
+        table = self._traced_context
+        if node in table:
+            return table[node]
+        for anc in self.a.ancestors(node):  # a node built after the analysis
             if isinstance(anc, _FUNCS):
                 if anc in self.eager:
                     return None
                 if anc in self.reasons:
                     return anc
         return None
+
+    @property
+    def _traced_context(self) -> dict[ast.AST, ast.AST | None]:
+        """Every node of the module → the traced function it runs in (``None`` if eager)."""
+        table = self.__dict__.get("_context")
+        if table is None:
+            table = self.__dict__["_context"] = {}
+            stack: list[tuple[ast.AST, ast.AST | None]] = [(self.a.tree, None)]
+            while stack:
+                node, current = stack.pop()
+                table[node] = current
+                inner = current
+                if isinstance(node, _FUNCS):
+                    if node in self.eager:
+                        inner = None
+                    elif node in self.reasons:
+                        inner = node
+                for child in ast.iter_child_nodes(node):
+                    # decorators, defaults and annotations run where the function is defined
+                    stack.append((child, inner if _in_body(node, child) else current))
+        return table
+
+    def nodes_in_traced_code(self) -> list[tuple[ast.AST, ast.AST]]:
+        """(node, traced function) for every node that runs in traced code, in source order."""
+        got = self.__dict__.get("_traced_nodes")
+        if got is None:
+            got = [(n, f) for n, f in self._traced_context.items() if f is not None and hasattr(n, "lineno")]
+            got.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
+            self.__dict__["_traced_nodes"] = got
+        return got
+
+    def calls_in_traced_code(self) -> list[tuple[ast.Call, ast.AST]]:
+        """(call, traced function) for every call that runs in traced code, in source order."""
+        got = self.__dict__.get("_traced_calls")
+        if got is None:
+            got = [
+                (n, f) for n, f in self._traced_context.items() if f is not None and isinstance(n, ast.Call)
+            ]
+            got.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
+            got = self.__dict__["_traced_calls"] = got
+        return got
 
     def is_traced(self, node: ast.AST) -> bool:
         return self.traced_function_of(node) is not None
@@ -365,7 +409,7 @@ class TracedFunctions:
         table = self.__dict__.get("_call_sites")
         if table is None:
             table = self.__dict__["_call_sites"] = {}
-            for node in ast.walk(self.a.tree):
+            for node in self.a.parents:
                 if isinstance(node, ast.Call):
                     for callee in self._resolve_callable(node.func, node, called=True):
                         if isinstance(node.func, ast.Attribute) and isinstance(self.a.parent(callee), ast.ClassDef):
@@ -587,6 +631,15 @@ def _is_tensor_op(name: str) -> bool:
     if name.startswith(_TENSOR_MODULES):
         return not (name.startswith("keras.ops.") and last in ("shape", "dtype"))
     return name.count(".") == 1 and name.startswith("tensorflow.") and last[:1].islower()
+
+
+def _in_body(func: ast.AST, child: ast.AST) -> bool:
+    """Whether ``child`` (a direct child of ``func``) runs when ``func`` is called."""
+    if isinstance(func, ast.Lambda):
+        return child is func.body
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return child in func.body
+    return True
 
 
 def _other_backend(word: str) -> bool:

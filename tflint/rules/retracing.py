@@ -11,6 +11,21 @@ _SCALAR_CASTS = ("int", "float", "bool", "round", "abs")
 _SETUP_METHODS = frozenset({"__init__", "build", "_build", "setup", "setUp", "setUpClass", "__post_init__"})
 
 
+def _function_aliases(ctx: RuleContext) -> frozenset[str]:
+    return frozenset(k for k, v in ctx.analysis.imports.aliases.items() if v in _TF_FUNCTION)
+
+
+def _mentions_tf_function(ctx: RuleContext) -> bool:
+    """Cheap pre-check: the module imports TensorFlow and spells `function` somewhere."""
+    return ctx.analysis.imports.uses_tensorflow and "function" in ctx.source
+
+
+def _could_be_tf_function(ctx: RuleContext, func: ast.AST) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "function"
+    return isinstance(func, ast.Name) and func.id in _function_aliases(ctx)
+
+
 def _fname(func: ast.AST | None) -> str:
     return getattr(func, "name", "<lambda>") if func is not None else "<module>"
 
@@ -80,8 +95,19 @@ class PythonScalarArgumentRetraces(Rule):
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
         traced = a.traced
-        for node in ast.walk(ctx.tree):
+        if not _mentions_tf_function(ctx):
+            return
+        candidates = _tf_function_names_impl(ctx)
+        if not candidates:
+            return
+        for node in ctx.analysis.parents:
             if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+                continue
+            f = node.func
+            if not (
+                (isinstance(f, ast.Name) and f.id in candidates)
+                or (isinstance(f, ast.Attribute) and f.attr in candidates)
+            ):
                 continue
             loops = a.loops.enclosing_loops(node)
             if not loops or traced.is_traced(node):
@@ -105,6 +131,25 @@ class PythonScalarArgumentRetraces(Rule):
                     f"pass `tf.constant({name})` instead",
                 )
                 break
+
+
+def _tf_function_names_impl(ctx: RuleContext) -> set[str]:
+    """Names (or attribute names) a tf.function may be called by in this module."""
+    a = ctx.analysis
+    names: set[str] = set()
+    for defs in a.functions.values():
+        for d in defs:
+            if a.traced.tf_function_decorator(d) is not None:
+                names.add(d.name)
+    for node in ctx.analysis.parents:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if _could_be_tf_function(ctx, node.value.func) and a.call_name(node.value) in _TF_FUNCTION:
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+                    elif isinstance(t, ast.Attribute):
+                        names.add(t.attr)
+    return names
 
 
 class TfFunctionCreatedRepeatedly(Rule):
@@ -152,16 +197,23 @@ class TfFunctionCreatedRepeatedly(Rule):
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
         traced = a.traced
+        if not _mentions_tf_function(ctx):
+            return
         decorators: set[ast.AST] = set()
         sites: list[tuple[ast.AST, ast.AST, ast.AST | None]] = []  # (report node, anchor, decorated def)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.parents:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 dec = traced.tf_function_decorator(node)
                 if dec is not None:
                     decorators.add(dec)
                     sites.append((dec, node, node))
-        for node in ast.walk(ctx.tree):
-            if isinstance(node, ast.Call) and node not in decorators and a.call_name(node) in _TF_FUNCTION:
+        for node in ctx.analysis.parents:
+            if (
+                isinstance(node, ast.Call)
+                and node not in decorators
+                and _could_be_tf_function(ctx, node.func)
+                and a.call_name(node) in _TF_FUNCTION
+            ):
                 anchor = node
                 parent = a.parent(node)
                 if not node.args and isinstance(parent, ast.Call) and parent.func is node:
@@ -340,7 +392,7 @@ class PerBatchPredict(Rule):
         a = ctx.analysis
         if not a.imports.uses_tensorflow:
             return
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.parents:
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -94,12 +94,7 @@ class PrintInTracedCode(Rule):
 
 def _traced_calls(ctx: RuleContext):
     """(call, traced function) for every call that runs in traced code."""
-    a = ctx.analysis
-    for node in ast.walk(ctx.tree):
-        if isinstance(node, ast.Call):
-            func = a.traced.traced_function_of(node)
-            if func is not None:
-                yield node, func
+    yield from ctx.analysis.traced.calls_in_traced_code()
 
 
 def _fname(func: ast.AST) -> str:
@@ -213,9 +208,11 @@ class MutatedOuterContainer(Rule):
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
         traced = a.traced
-        for node in ast.walk(ctx.tree):
+        for node, _func in traced.nodes_in_traced_code():
             target: ast.AST | None = None
             what = ""
+            if not isinstance(node, (ast.Call, ast.Assign, ast.AugAssign, ast.Delete)):
+                continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
                 target, what = node.func.value, f".{node.func.attr}()"
                 if any(_creates_state(ctx, arg) for arg in node.args):
@@ -371,12 +368,9 @@ class RebindingInTracedCode(Rule):
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
         traced = a.traced
-        for node in ast.walk(ctx.tree):
+        for node, func in traced.nodes_in_traced_code():
             targets = _assigned_targets(node)
             if not targets:
-                continue
-            func = traced.traced_function_of(node)
-            if func is None:
                 continue
             own = a.enclosing_function(node)
             if own is None:
