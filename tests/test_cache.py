@@ -132,3 +132,17 @@ def test_unwritable_cache_dir_is_not_fatal(tmp_path):
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert messages(proc)
+
+
+def test_fingerprint_follows_code_and_stale_caches_are_removed(tmp_path):
+    from tflint.cache import code_fingerprint
+
+    assert code_fingerprint() == code_fingerprint()
+    stale = tmp_path / "c" / __version__ / "0123456789abcdef01234567.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"format": 1, "version": "%s", "entries": {}}' % __version__)
+    cache = Cache(str(tmp_path / "c"))
+    assert Path(cache.file).name == code_fingerprint() + ".json"
+    cache.put("k", [])
+    cache.save()
+    assert not stale.exists() and Path(cache.file).exists()

@@ -1,8 +1,9 @@
 """A content-addressed cache of each file's findings.
 
 An entry is keyed by a hash of the file's path and bytes and of the rule codes enabled for it;
-the cache file itself is specific to the tflint version and to the exact code of tflint
-(a fingerprint of its source files), so upgrading or editing tflint starts afresh. The cache
+the cache file itself is specific to the tflint version and to the exact code that produces
+findings (a hash of the engine's, rules' and analysis's sources), so upgrading or editing
+tflint starts afresh (and the caches of other builds are deleted). The cache
 is never trusted: a file that cannot be read, does not parse, belongs to another version or
 holds a malformed entry is ignored (entry by entry) and rebuilt. Writes are atomic.
 """
@@ -22,30 +23,35 @@ FORMAT = 1
 MAX_ENTRIES = 50_000
 
 
+# The parts of tflint whose code decides the findings.
+_FINDINGS_CODE = ("__init__.py", "engine.py", "source.py", "parse.py", "suppress.py", "finding.py",
+                  "cache.py", "rules", "analysis")
+
+
 def code_fingerprint() -> str:
-    """A hash of tflint's own source files (name, size, modification time)."""
+    """A hash of the source of the parts of tflint that produce findings (names and contents)."""
     import tflint
 
     root = os.path.dirname(os.path.abspath(tflint.__file__))
     h = hashlib.blake2b(digest_size=12)
     h.update(__version__.encode())
-    stack = [root]
-    while stack:
-        d = stack.pop()
+    paths = []
+    for name in _FINDINGS_CODE:
+        top = os.path.join(root, name)
+        if os.path.isdir(top):
+            for d, dirs, files in os.walk(top):
+                dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+                paths.extend(os.path.join(d, f) for f in sorted(files) if f.endswith(".py"))
+        else:
+            paths.append(top)
+    for path in paths:
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
+            with open(path, "rb") as fh:
+                data = fh.read()
         except OSError:
             continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name != "__pycache__":
-                    stack.append(e.path)
-            elif e.name.endswith(".py"):
-                try:
-                    st = e.stat()
-                except OSError:
-                    continue
-                h.update(f"{os.path.relpath(e.path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        h.update(f"{os.path.relpath(path, root)}\0{len(data)}\0".encode())
+        h.update(data)
     return h.hexdigest()
 
 
@@ -157,6 +163,21 @@ class Cache:
         self._used.add(key)
         self._dirty = True
 
+    def _remove_stale(self) -> None:
+        """Delete the caches of other builds of this version (their code differs)."""
+        directory = os.path.dirname(self.file)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.endswith(".json") and path != self.file:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
     def save(self) -> None:
         """Write the cache if it changed; problems writing it are not fatal."""
         if not self._dirty:
@@ -172,5 +193,6 @@ class Cache:
                 write_atomic(ignore, "# Created by tflint: the cache is not for version control.\n*\n")
             write_atomic(self.file, json.dumps(doc, separators=(",", ":")))
             self._dirty = False
+            self._remove_stale()
         except OSError:
             pass
