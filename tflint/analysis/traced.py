@@ -69,6 +69,8 @@ class TracedFunctions:
 
     def traced_function_of(self, node: ast.AST) -> ast.AST | None:
         """The traced function whose body ``node`` runs in (innermost first), or ``None``."""
+        if not self.reasons:
+            return None
         table = self._traced_context
         if node in table:
             return table[node]
@@ -104,6 +106,8 @@ class TracedFunctions:
     def nodes_in_traced_code(self) -> list[tuple[ast.AST, ast.AST]]:
         """(node, traced function) for every node that runs in traced code, in source order."""
         got = self.__dict__.get("_traced_nodes")
+        if got is None and not self.reasons:
+            got = self.__dict__["_traced_nodes"] = []
         if got is None:
             got = [(n, f) for n, f in self._traced_context.items() if f is not None and hasattr(n, "lineno")]
             got.sort(key=lambda p: (p[0].lineno, p[0].col_offset))
@@ -113,6 +117,8 @@ class TracedFunctions:
     def calls_in_traced_code(self) -> list[tuple[ast.Call, ast.AST]]:
         """(call, traced function) for every call that runs in traced code, in source order."""
         got = self.__dict__.get("_traced_calls")
+        if got is None and not self.reasons:
+            got = self.__dict__["_traced_calls"] = []
         if got is None:
             got = [
                 (n, f) for n, f in self._traced_context.items() if f is not None and isinstance(n, ast.Call)
