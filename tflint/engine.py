@@ -157,6 +157,35 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
     return out
 
 
+def _with_deep_stack(fn):
+    """Call ``fn`` in a thread with a large stack and a high recursion limit; re-raise."""
+    import sys
+    import threading
+
+    out: dict = {}
+
+    def target() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            out["error"] = exc
+
+    old_limit = sys.getrecursionlimit()
+    old_size = threading.stack_size()
+    try:
+        threading.stack_size(512 * 1024 * 1024)
+        sys.setrecursionlimit(max(old_limit, 60_000))
+        t = threading.Thread(target=target, name="tflint-deep")
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old_size)
+        sys.setrecursionlimit(old_limit)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def lint_text(
     path: str,
     text: str,
@@ -168,8 +197,6 @@ def lint_text(
 
     ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
     """
-    from tflint import suppress
-
     result = FileResult(path)
     try:
         tree = parse(text, path)
@@ -192,25 +219,44 @@ def lint_text(
     from tflint.analysis import Analysis
     from tflint.rules.base import RuleContext
 
-    try:
-        analysis = Analysis(tree, text)
-    except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run
-        result.errors.append(f"analysis failed on {path}: {_describe_exception(exc)}")
-        result.cacheable = False
-        return result
-    findings: list[Finding] = []
-    for rule in rules:
-        ctx = RuleContext(path, text, tree, analysis)
+    def run_rules() -> tuple[list[Finding], list[str]]:
+        """The rules' findings and failures; ``RecursionError`` propagates (deep code)."""
+        found: list[Finding] = []
+        failures: list[str] = []
         try:
-            rule.run(ctx)
-        except Exception as exc:  # noqa: BLE001
-            result.errors.append(
-                f"rule {rule.code} ({rule.name}) failed on {path}: {_describe_exception(exc)}"
-            )
-            result.cacheable = False
-            continue
-        findings.extend(f for f in ctx.findings if f.code in enabled)
+            analysis = Analysis(tree, text)
+        except RecursionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run
+            return found, [f"analysis failed on {path}: {_describe_exception(exc)}"]
+        for rule in rules:
+            ctx = RuleContext(path, text, tree, analysis)
+            try:
+                rule.run(ctx)
+            except RecursionError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"rule {rule.code} ({rule.name}) failed on {path}: {_describe_exception(exc)}")
+                continue
+            found.extend(f for f in ctx.findings if f.code in enabled)
+        return found, failures
+
+    try:
+        findings, failures = run_rules()
+    except RecursionError:
+        # Deeply nested (but valid) code: analyze again with a deep stack.
+        try:
+            findings, failures = _with_deep_stack(run_rules)
+        except (RecursionError, MemoryError):
+            if PARSE_ERROR_CODE in enabled:
+                result.findings.append(parse_error(path, "cannot analyze: code nested too deeply"))
+            return result
+    if failures:
+        result.errors.extend(failures)
+        result.cacheable = False
     if findings:
+        from tflint import suppress
+
         findings = _normalise_columns(findings, text)
         findings = suppress.apply(findings, text)
         if notebook is not None:

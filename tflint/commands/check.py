@@ -459,6 +459,11 @@ def _emit(findings, opts: CheckOptions, fmt: str, cwd: str, raws: dict[str, byte
     import sys
 
     out = stream or sys.stdout
+    if not findings and not opts.statistics and fmt in ("full", "concise", "github"):
+        # Nothing to show: spare the renderers' import on the common, clean, path.
+        if fmt == "full" and not opts.quiet:
+            out.write("All checks passed!\n")
+        return
     import tflint.render as render
 
     if opts.statistics:
