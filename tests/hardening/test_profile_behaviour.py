@@ -25,7 +25,7 @@ FIXTURES = ROOT / "fixtures" / "hardening"
 TIMEOUT_S = 240
 # TensorFlow's own C++ start-up lines (absl/glog format, with a timestamp and thread id) are
 # written even with TF_CPP_MIN_LOG_LEVEL=3; they are the only lines ignored when comparing.
-_TF_LOG_LINE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ ).*\n?", re.M)
+_TF_LOG_LINE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ ).*\n?", re.MULTILINE)
 # autograph writes converted functions to randomly named temporary files
 _AUTOGRAPH_FILE = re.compile(rb"__autograph_generated_file\w+\.py")
 REPORT_HEAD = b"\ntflint profile "
@@ -192,6 +192,24 @@ def test_tf_data_parallel_map(tmp_path):
     assert_same_behaviour(plain, prof)
     assert b"checksum " in prof.stdout and b"in tf.function " in prof.stdout
     assert report["metrics"]["hooks"]["input-stall"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("args", [("ok",), ("exit-message", "bad config"), ("raise",)],
+                         ids=["returns", "sys.exit(message)", "raises"])
+def test_merged_log_is_the_scripts_followed_by_the_report(tmp_path, args):
+    """`python train.py > log 2>&1` with a block-buffered stdout: the script's stdout and stderr
+    interleave exactly as without tflint, and the report comes after all of it."""
+    def merged(cmd: list[str]) -> bytes:
+        p = subprocess.run(cmd, cwd=FIXTURES, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+        return _AUTOGRAPH_FILE.sub(b"", _TF_LOG_LINE.sub(b"", p.stdout))
+
+    plain = merged([sys.executable, "exit_modes.py", *args])
+    prof = merged([sys.executable, "-m", "tflint", "profile", "exit_modes.py", "--", *args])
+    assert b"trained 11.0\n" in plain
+    script_part, sep, _ = prof.partition(REPORT_HEAD)
+    assert sep, prof.decode(errors="replace")
+    assert script_part == plain, (plain.decode(errors="replace"), prof.decode(errors="replace"))
 
 
 # ------------------------------------------------------------------------------- Ctrl-C

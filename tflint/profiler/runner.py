@@ -233,6 +233,10 @@ def _render(report: Any, opts: ProfileOptions) -> None:
     does not stop the others."""
     from tflint.profiler.renderers.terminal import TerminalRenderer
 
+    try:  # the script's buffered output first, so that in a merged log the report comes last
+        sys.stdout.flush()
+    except Exception:
+        pass
     problems: list[str] = []
     if opts.json_path is not None:
         from tflint.profiler.renderers.json import JsonRenderer
@@ -277,7 +281,12 @@ def _system_exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code
-    # Like the interpreter: anything else is printed to stderr and the status is 1.
+    # Like the interpreter: anything else is printed to stderr (after the script's buffered
+    # stdout) and the status is 1.
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
     try:
         sys.stderr.write(f"{code}\n")
         sys.stderr.flush()
