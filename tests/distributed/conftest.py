@@ -47,3 +47,20 @@ def mirrored_run(tmp_path_factory):
     path, proc = profile_script(tmp, FIXTURES / "mirrored_train.py", "mirrored.json",
                                 ["--replicas", "2", "--steps", "20", "--unused-layer"])
     return Report.load(path), path, proc
+
+
+@pytest.fixture(scope="session")
+def mirrored_slow_run(tmp_path_factory):
+    """(report, path, completed process) of the MirroredStrategy fixture with a slow input map."""
+    tmp = tmp_path_factory.mktemp("mirrored_slow")
+    path, proc = profile_script(tmp, FIXTURES / "mirrored_train.py", "mirrored_slow.json",
+                                ["--replicas", "2", "--steps", "20", "--slow-input", SLOW_INPUT_MS])
+    return Report.load(path), path, proc
+
+
+@pytest.fixture(scope="session")
+def mirrored_fit_run(tmp_path_factory):
+    """(report, path, completed process) of Keras fit under MirroredStrategy (2 logical CPUs)."""
+    tmp = tmp_path_factory.mktemp("mirrored_fit")
+    path, proc = profile_script(tmp, FIXTURES / "mirrored_fit.py", "mirrored_fit.json", ["--epochs", "2"])
+    return Report.load(path), path, proc

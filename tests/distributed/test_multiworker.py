@@ -28,6 +28,15 @@ def test_each_worker_report_is_tagged_with_its_role(two_worker_job):
         assert w["global_batch_size"] == 32 and w["per_replica_batch_size"] == 16
 
 
+def test_none_gradient_names_the_workers_replica(two_worker_job):
+    reports, _, _ = two_worker_job
+    for index, report in enumerate(reports):
+        found = report.signals_of("none-gradient")
+        assert len(found) == 1, [s.message for s in found]
+        assert found[0].details["replicas"] == [index] and found[0].details["replicas_in_sync"] == 2
+        assert f"on replica {index} of 2" in found[0].message
+
+
 def test_slow_worker_waits_for_input_fast_worker_waits_for_it(two_worker_job):
     reports, _, _ = two_worker_job
     fast, slow = (r.metrics["worker"] for r in reports)
@@ -50,6 +59,7 @@ def test_merge_names_the_straggler_and_findings_per_worker(two_worker_job, tmp_p
 
     none_grad = merged.signals_of("none-gradient")
     assert len(none_grad) == 1 and none_grad[0].details["workers"] == ["worker:0", "worker:1"]
+    assert none_grad[0].details["replicas"] == [0, 1]  # each worker's replica, unioned
     stall = [s for s in merged.signals_of("input-stall") if s.details.get("straggler")]
     assert len(stall) == 1 and stall[0].details["workers"] == ["worker:1"]
     assert "worker:1" in stall[0].message

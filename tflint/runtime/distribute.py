@@ -55,6 +55,7 @@ _state: dict[str, Any] = {
     "global_batch_size": None,
     "per_replica_batch_size": None,
     "batch_source": None,
+    "dataset": None,  # weakref to the user's dataset last handed to a strategy
 }
 _state_lock = threading.Lock()
 
@@ -251,6 +252,19 @@ def _note_batch(global_batch: int | None = None, per_replica: int | None = None,
                 _state["batch_source"] = f"{prev}, {source}" if prev and prev != source else source
 
 
+def _note_dataset(dataset: Any) -> None:
+    try:
+        _state["dataset"] = weakref.ref(dataset)
+    except TypeError:
+        _state["dataset"] = None
+
+
+def last_distributed_dataset() -> Any:
+    """The user's dataset last handed to a strategy (weakly held), or None."""
+    ref = _state.get("dataset")
+    return ref() if ref is not None else None
+
+
 def observe_first_batch(batch: Any) -> None:
     """Per-replica batch size from the first batch a distributed iterator returned, when the
     distributed dataset did not tell it."""
@@ -264,7 +278,8 @@ def observe_first_batch(batch: Any) -> None:
 def reset_observations() -> None:
     """Forget the strategy and batch sizes seen so far (a new watch session starts clean)."""
     with _state_lock:
-        _state.update(strategy=None, global_batch_size=None, per_replica_batch_size=None, batch_source=None)
+        _state.update(strategy=None, global_batch_size=None, per_replica_batch_size=None, batch_source=None,
+                      dataset=None)
 
 
 # -- the hook -------------------------------------------------------------------------------
@@ -310,6 +325,7 @@ class DistributeHook(Hook):
                 if hook.active:
                     try:
                         _state["strategy"] = weakref.ref(self)
+                        _note_dataset(dataset)
                         g = _leading_dim(getattr(dataset, "element_spec", None))
                         if g is not None:
                             _note_batch(global_batch=g, source="experimental_distribute_dataset")
@@ -325,6 +341,9 @@ class DistributeHook(Hook):
                 if hook.active:
                     try:
                         _state["strategy"] = weakref.ref(self)
+                        datasets = getattr(result, "_datasets", None)
+                        if isinstance(datasets, (list, tuple)) and datasets:
+                            _note_dataset(datasets[0])
                         p = _leading_dim(getattr(result, "element_spec", None))
                         if p is not None:
                             _note_batch(per_replica=p, source="distribute_datasets_from_function")

@@ -25,13 +25,15 @@ Classification follows TensorBoard's input-pipeline analyzer: waiting >= 20% of 
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import Hook, runtime_initialized, user_frame
+from tflint.runtime.hookbase import Hook, is_library_file, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
@@ -44,6 +46,14 @@ MAX_DATASETS = 64
 MAX_DIST_SAMPLES = 4096
 
 
+def _first_input(d: Any) -> Any:
+    try:
+        ins = d._inputs()
+    except Exception:  # noqa: BLE001
+        ins = []
+    return ins[0] if ins else None
+
+
 def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
     """Facts about a tf.data pipeline, walking from the final dataset to its sources."""
     chain: list[str] = []
@@ -54,16 +64,23 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
     d = ds
     depth = 0
     while d is not None and depth < max_depth:
+        if not chain and getattr(d, "_tflint_distribute_internal", False):
+            # datasets tf.distribute wrapped around the user's pipeline: describe the pipeline
+            if iter_site is None:
+                iter_site = getattr(d, "_tflint_iter_site", None)
+            d = _first_input(d)
+            depth += 1
+            continue
         name = type(d).__name__.lstrip("_")
         chain.append(name)
         site = getattr(d, "_tflint_site", None)
         if site and list(site) not in sites:
             sites.append(list(site))
-        if depth == 0:
+        if len(chain) == 1 and iter_site is None:
             iter_site = getattr(d, "_tflint_iter_site", None)
         if "Prefetch" in name:
             flags["prefetch"] = True
-            if depth == 0 or all(c in ("OptionsDataset", "PrefetchDataset") for c in chain):
+            if len(chain) == 1 or all(c in ("OptionsDataset", "PrefetchDataset") for c in chain):
                 flags["final_prefetch"] = True
         if "Cache" in name:
             flags["cache"] = True
@@ -83,15 +100,30 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
                 pass
         if "Generator" in name:
             flags["from_generator"] = True
-        try:
-            ins = d._inputs()
-        except Exception:  # noqa: BLE001
-            ins = []
-        d = ins[0] if ins else None
+        d = _first_input(d)
         depth += 1
     if not sites and iter_site:
         sites.append(list(iter_site))
     return {"chain": chain, "sites": sites[:8], "created_before_watch": bool(iter_site and not sites[1:] and sites and list(iter_site) == sites[0]), **flags}
+
+
+_DISTRIBUTE_DIR = os.sep + os.path.join("tensorflow", "python", "distribute") + os.sep
+
+
+def _creation_site(frame: Any) -> tuple[tuple[str, int] | None, bool]:
+    """(user call site, made by tf.distribute) for a dataset being constructed: the first frame
+    outside the libraries, and whether tf.distribute code stands between it and the dataset
+    (the shard/rebatch/restructure datasets wrapped around the user's pipeline)."""
+    internal = False
+    f = frame
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not is_library_file(fn):
+            return (fn, f.f_lineno), internal
+        if _DISTRIBUTE_DIR in fn:
+            internal = True
+        f = f.f_back
+    return None, internal
 
 
 def _distributed_iterator_class() -> Any:
@@ -241,7 +273,8 @@ class InputHook(Hook):
         def make_iter_init(orig: Any) -> Any:
             def __init__(it: Any, dataset: Any = None, components: Any = None, element_spec: Any = None) -> None:
                 orig(it, dataset=dataset, components=components, element_spec=element_spec)
-                if hook.active and dataset is not None and executing_eagerly():
+                if (hook.active and dataset is not None and executing_eagerly()
+                        and not getattr(dataset, "_tflint_distribute_internal", False)):
                     try:
                         hook._last_dataset = weakref.ref(dataset)
                         if getattr(dataset, "_tflint_site", None) is None:
@@ -259,8 +292,11 @@ class InputHook(Hook):
                 orig(ds, *args, **kwargs)
                 if hook.active:
                     try:
-                        site = user_frame()
-                        if site is not None:
+                        site, internal = _creation_site(sys._getframe(1))
+                        if internal:
+                            # made by tf.distribute around the user's pipeline (shard, rebatch...)
+                            object.__setattr__(ds, "_tflint_distribute_internal", True)
+                        elif site is not None:
                             object.__setattr__(ds, "_tflint_site", site)
                     except Exception:  # noqa: BLE001 - a dataset without the attribute is fine
                         pass
@@ -296,6 +332,7 @@ class InputHook(Hook):
                     return result
                 if not ops.inside_function():
                     return orig(it, *args, **kwargs)
+                hook._note_distributed_dataset()  # at trace time only
                 tls.inside = True
                 try:
                     return probe(lambda: orig(it, *args, **kwargs), it)
@@ -308,6 +345,7 @@ class InputHook(Hook):
             def get_next_as_optional(it: Any) -> Any:
                 if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
                     return orig(it)
+                hook._note_distributed_dataset()
                 tls.inside = True
                 try:
                     return probe(lambda: orig(it), it)
@@ -351,6 +389,18 @@ class InputHook(Hook):
         steps = self.session.steps
         if steps is not None and (steps.primary is None or steps.primary.kind == "iterator"):
             steps.tick(("iterator", id(it)), "iterator", "iterator", time.perf_counter())
+
+    def _note_distributed_dataset(self) -> None:
+        """A distributed fetch is being traced (e.g. Keras fit under a strategy): the in-graph
+        waits are for the user's dataset last handed to the strategy."""
+        try:
+            from tflint.runtime.distribute import last_distributed_dataset
+
+            ds = last_distributed_dataset()
+            if ds is not None:
+                self._last_dataset = weakref.ref(ds)
+        except Exception:  # noqa: BLE001 - only the description of the dataset is lost
+            pass
 
     def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any) -> None:
         """An eager fetch from a distributed iterator (one step's batch for all replicas)."""

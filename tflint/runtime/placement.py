@@ -53,6 +53,20 @@ def short_device(name: str | None) -> str | None:
     return None
 
 
+def _on_resource_device(inputs: Any, actual: str) -> bool:
+    """True when an input is a resource handle (variable, iterator) living on ``actual``:
+    TensorFlow always runs ops on a resource where the resource lives, whatever device scope is
+    active (e.g. a mirrored variable's replica copies are initialised by reading the primary).
+    That is colocation, not a fallback. Runs only for a mismatch, so it costs nothing per op."""
+    try:
+        for t in inputs or ():
+            if getattr(getattr(t, "dtype", None), "name", None) == "resource" and short_device(getattr(t, "device", None)) == actual:
+                return True
+    except Exception:  # noqa: BLE001
+        return False
+    return False
+
+
 def _dtype(dev: str | None) -> str | None:
     return dev.split(":", 1)[0] if dev else None
 
@@ -145,6 +159,8 @@ class PlacementHook(Hook):
                     actual = short_device(getattr(out0, "device", None))
                     if actual is None or actual == rq:
                         return None
+                    if _on_resource_device(inputs, actual):
+                        return None  # ops on a variable/iterator run where it lives: by design
                     if op_type.startswith("__inference") or op_type.startswith("__forward"):
                         op_type = "function call"
                     hook._record(op_type, rq, actual, user_frame(sys._getframe(1)), "eager")
