@@ -38,7 +38,7 @@ def _profile(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedProc
     report = tmp_path / f"report-{fail or 'none'}.json"
     proc = subprocess.run(
         [sys.executable, "-m", "tflint", "profile", str(FIXTURE), "--json", str(report)],
-        cwd=ROOT, env=_env(fail), capture_output=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+        cwd=ROOT, env=_env(fail), capture_output=True, timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
     )
     assert report.exists(), proc.stderr.decode(errors="replace")[-4000:]
     return proc, json.loads(report.read_text(encoding="utf-8"))
@@ -48,7 +48,7 @@ def _profile(tmp_path: Path, fail: str | None) -> tuple[subprocess.CompletedProc
 def baseline(tmp_path_factory):
     """The plain run's stdout, and the profiled run without any forced failure."""
     plain = subprocess.run([sys.executable, str(FIXTURE)], cwd=ROOT, env=_env(), capture_output=True,
-                           timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+                           timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
     assert plain.returncode == 0, plain.stderr.decode(errors="replace")[-4000:]
     proc, report = _profile(tmp_path_factory.mktemp("baseline"), None)
     return plain.stdout, proc, report

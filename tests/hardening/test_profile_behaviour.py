@@ -56,7 +56,7 @@ class Run:
 
 
 def run(cmd: list[str], cwd: Path) -> Run:
-    p = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, timeout=TIMEOUT_S,
+    p = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, timeout=TIMEOUT_S, check=False,
                        stdin=subprocess.DEVNULL)
     return Run(p.returncode, p.stdout, p.stderr)
 
@@ -74,7 +74,7 @@ def assert_same_behaviour(plain: Run, prof: Run) -> None:
     """Same status, byte-identical stdout, and stderr = the script's stderr + the report."""
     assert prof.returncode == plain.returncode, f"plain:\n{plain.explain()}\nprofiled:\n{prof.explain()}"
     assert prof.stdout == plain.stdout, f"plain:\n{plain.explain()}\nprofiled:\n{prof.explain()}"
-    script_err, sep, report = prof.clean_stderr.partition(REPORT_HEAD)
+    script_err, sep, _report = prof.clean_stderr.partition(REPORT_HEAD)
     assert sep, f"no terminal report on stderr\n{prof.explain()}"
     assert script_err == plain.clean_stderr, f"plain:\n{plain.explain()}\nprofiled:\n{prof.explain()}"
     assert b"tflint" not in script_err, "tflint wrote into the script's part of stderr"
@@ -201,7 +201,7 @@ def test_merged_log_is_the_scripts_followed_by_the_report(tmp_path, args):
     interleave exactly as without tflint, and the report comes after all of it."""
     def merged(cmd: list[str]) -> bytes:
         p = subprocess.run(cmd, cwd=FIXTURES, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+                           timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
         return _AUTOGRAPH_FILE.sub(b"", _TF_LOG_LINE.sub(b"", p.stdout))
 
     plain = merged([sys.executable, "exit_modes.py", *args])
