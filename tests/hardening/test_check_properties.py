@@ -9,14 +9,9 @@ that nests the shapes the rules look at (traced functions, training loops, datas
 
 from __future__ import annotations
 
-import ast
-import io
 import json
-import subprocess
 import sys
 import textwrap
-import tokenize
-import warnings
 from pathlib import Path
 
 import hypothesmith
@@ -24,38 +19,18 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.hardening._oracle import (
+    assert_no_crash,
+    python_accepts_bytes,
+    python_accepts_text,
+    run_tflint,
+)
 from tflint.engine import PARSE_ERROR_CODE, lint_bytes, lint_text
 from tflint.rules import all_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset(r.code for r in all_rules())
-SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
-
-
-def python_accepts_text(text: str) -> bool:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
-        return True
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-
-
-def python_accepts_bytes(raw: bytes) -> bool:
-    """Python's own verdict on a source file: ``ast.parse`` of the bytes accepts it (BOM and
-    PEP 263 cookie handled by Python's tokenizer) and the whole file decodes in the encoding
-    Python detects (Python 3.11 lets undecodable bytes through inside comments; tflint, like
-    later Pythons, calls such a file undecodable)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(raw)
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        raw.decode(encoding)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, LookupError, UnicodeError):
-        return False
-    return True
+SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": False}
 
 
 def assert_clean_run(result, text_ok: bool | None = None) -> None:
@@ -406,15 +381,8 @@ def test_cli_on_generated_files(tmp_path_factory, files, notebook, fmt) -> None:
         (d / f"m{i}.py").write_bytes(raw)
         names.append(f"m{i}.py")
     (d / "nb.ipynb").write_bytes(notebook)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tflint", "check", "--no-cache", "--output-format", fmt, "."],
-        cwd=d,
-        capture_output=True,
-        timeout=120,
-    )
-    err = proc.stderr.decode("utf-8", "replace")
-    assert proc.returncode in (0, 1), err
-    assert "Traceback" not in err and "internal error" not in err, err
+    proc = run_tflint(["check", "--no-cache", "--output-format", fmt, "."], cwd=d, timeout=120)
+    assert_no_crash(proc)
     if fmt == "json":
         out = json.loads(proc.stdout)
         tfl000 = {f["filename"] for f in out if f["code"] == PARSE_ERROR_CODE}

@@ -391,11 +391,21 @@ class DatasetFacts:
                 self._callers.setdefault(target, set()).add(caller)
 
     def _lookup_def(self, name: str, at: ast.AST) -> list[ast.AST]:
+        # Per scope, a table of the functions its body defines (first definition wins):
+        # looking names up must not cost a scan of the body each time (files with
+        # thousands of functions).
+        tables = self.__dict__.setdefault("_scope_defs", {})
         for anc in self.a.ancestors(at):
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                for stmt in anc.body:
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
-                        return [stmt]
+                table = tables.get(anc)
+                if table is None:
+                    table = tables[anc] = {}
+                    for stmt in anc.body:
+                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            table.setdefault(stmt.name, stmt)
+                got = table.get(name)
+                if got is not None:
+                    return [got]
         return []
 
     def _methods_of(self, cls: ast.ClassDef) -> dict[str, ast.AST]:

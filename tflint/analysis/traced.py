@@ -273,11 +273,21 @@ class TracedFunctions:
 
     def _lookup_function(self, name: str, at: ast.AST) -> list[ast.AST]:
         # Innermost enclosing scope first: nested defs, then module-level defs.
+        # Per scope, a table of the functions its body defines (first definition wins):
+        # looking names up must not cost a scan of the body each time (files with
+        # thousands of functions).
+        tables = self.__dict__.setdefault("_scope_defs", {})
         for anc in self.a.ancestors(at):
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                for stmt in anc.body:
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
-                        return [stmt]
+                table = tables.get(anc)
+                if table is None:
+                    table = tables[anc] = {}
+                    for stmt in anc.body:
+                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            table.setdefault(stmt.name, stmt)
+                got = table.get(name)
+                if got is not None:
+                    return [got]
         return []
 
     def _methods(self, cls: ast.ClassDef, name: str) -> list[ast.AST]:
@@ -544,19 +554,35 @@ class TracedFunctions:
                     return anc
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(anc, field, None)
-                if isinstance(block, list) and child in block:
-                    for prev in block[: block.index(child)]:
-                        if (
-                            isinstance(prev, ast.If)
-                            and prev.body
-                            and isinstance(prev.body[-1], (ast.Return, ast.Raise))
-                            and test_ok(prev.test, negated=True)
-                        ):
+                if isinstance(block, list) and block:
+                    _, position, exits = self._block_exits(block)
+                    i = position.get(id(child))
+                    if i is None:
+                        continue
+                    for j, prev in exits:
+                        if j >= i:
+                            break
+                        if test_ok(prev.test, negated=True):
                             return prev
             if isinstance(anc, _FUNCS):
                 break
             child = anc
         return None
+
+    def _block_exits(self, block: list) -> tuple[list, dict[int, int], list[tuple[int, ast.If]]]:
+        """For a statement list: each statement's index, and its ``if ...: return/raise``
+        statements in order (memoised: blocks of thousands of statements are scanned once)."""
+        memo = self.__dict__.setdefault("_block_exit_memo", {})
+        info = memo.get(id(block))
+        if info is None or info[0] is not block:
+            position = {id(s): i for i, s in enumerate(block)}
+            exits = [
+                (i, s)
+                for i, s in enumerate(block)
+                if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], (ast.Return, ast.Raise))
+            ]
+            info = memo[id(block)] = (block, position, exits)
+        return info
 
     def is_once_guard(self, test: ast.AST, negated: bool = False) -> bool:
         """A test that is true only until some state exists (or, ``negated``, once it does)."""

@@ -125,7 +125,7 @@ def artifact_location(path: str, ctx: RenderContext) -> dict:
         return {"uri": "stdin"}
     if Path(shown).is_absolute() or shown.startswith("../"):
         return {"uri": Path(ctx.abs_path(path)).as_uri()}
-    return {"uri": quote(shown, safe="/"), "uriBaseId": "%SRCROOT%"}
+    return {"uri": quote(shown, safe="/", errors="surrogateescape"), "uriBaseId": "%SRCROOT%"}
 
 
 def sarif_fix(f: Finding, artifact: dict) -> dict:
