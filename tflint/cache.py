@@ -187,9 +187,11 @@ class Cache:
             entries = {k: v for k, v in entries.items() if k in self._used}
         doc = {"format": FORMAT, "version": __version__, "entries": entries}
         try:
+            created = not os.path.isdir(self.directory)
             os.makedirs(os.path.dirname(self.file), exist_ok=True)
             ignore = os.path.join(self.directory, ".gitignore")
-            if not os.path.exists(ignore):
+            # Only in a directory tflint made: `cache-dir = "."` must not gitignore a project.
+            if created and not os.path.exists(ignore):
                 write_atomic(ignore, "# Created by tflint: the cache is not for version control.\n*\n")
             write_atomic(self.file, json.dumps(doc, separators=(",", ":")))
             self._dirty = False

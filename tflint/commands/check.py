@@ -218,7 +218,8 @@ def run_check(opts: CheckOptions) -> int:
     if not opts.no_cache:
         from tflint.cache import Cache
 
-        cache = Cache(_cache_dir(finder, cwd))
+        cache_dir = _cache_dir(finder, cwd)
+        cache = Cache(cache_dir) if cache_dir else None
     results: dict[str, FileResult] = {}
     raws: dict[str, bytes] = {}
     tasks = []
@@ -281,6 +282,11 @@ def run_check(opts: CheckOptions) -> int:
             if opts.diff:
                 diffs.append(outcome.diff())
                 fixed_total += outcome.fixed
+                continue
+            if not _inside_requested(os.path.abspath(disp), opts.paths, cwd):
+                sys.stderr.write(
+                    f"warning: {disp}: not fixed: it links to a file outside the paths given to check\n"
+                )
                 continue
             try:
                 outcome.write(os.path.abspath(disp))
@@ -358,7 +364,11 @@ def _read_regular_file(path: str) -> bytes:
             os.close(fd)
 
 
-def _cache_dir(finder, cwd: str) -> str:
+def _cache_dir(finder, cwd: str) -> str | None:
+    """Where the cache lives: ``$TFLINT_CACHE_DIR`` (the user's own choice, anywhere), else the
+    configured ``cache-dir`` or ``.tflint_cache`` in the project. A project's cache directory
+    that resolves (through symlinks) outside the project is not used at all: the
+    configuration and the tree come with the repository and must not steer writes elsewhere."""
     import os
 
     from tflint.cache import CACHE_DIR_NAME
@@ -367,10 +377,32 @@ def _cache_dir(finder, cwd: str) -> str:
     if env:
         return os.path.abspath(env)
     config = finder.for_dir(cwd)
-    if config.cache_dir:
-        return config.cache_dir
     root = config.root if config.path else cwd
-    return os.path.join(root, CACHE_DIR_NAME)
+    directory = config.cache_dir or os.path.join(root, CACHE_DIR_NAME)
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(directory)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        import sys
+
+        sys.stderr.write(
+            f"warning: cache directory {directory} resolves outside the project ({real}); "
+            "not using a cache (set TFLINT_CACHE_DIR to place it elsewhere)\n"
+        )
+        return None
+    return directory
+
+
+def _inside_requested(abspath: str, paths: list[str], cwd: str) -> bool:
+    """Whether ``abspath`` (following symlinks) is one of the requested paths or below one:
+    ``--fix`` never writes through a link to a file outside what it was asked to check."""
+    import os
+
+    real = os.path.realpath(abspath)
+    for p in paths:
+        root = os.path.realpath(os.path.join(cwd, os.path.expanduser(p)))
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def _collect(paths: list[str], cwd: str, settings_for_dir, force_exclude: bool = False) -> list[str]:
