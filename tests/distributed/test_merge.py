@@ -32,6 +32,10 @@ def test_per_worker_rows_and_union(two_worker_job):
         assert row["step_time_s"]["n"] == report.metrics["worker"]["steps_observed"]
         assert row["input_wait_share"] == report.metrics["worker"]["input_wait_share"]
         assert row["strategy"] == "MultiWorkerMirroredStrategy"
+        # retraces and memory per worker
+        assert row["retraces"] == report.metrics["retraces"]
+        assert row["host_rss_peak_bytes"] == max(y for _, y in report.metrics["host_rss_bytes"])
+        assert set(row["device_memory_peak_bytes"]) <= set(report.metrics["device_memory_bytes"])
     # every finding of every worker is in the union, each listing where it was seen
     for wid, report in zip(rows, reports):
         for s in report.signals:

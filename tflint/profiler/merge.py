@@ -16,7 +16,9 @@ What the merged report holds
     ``{worker id: row}`` with the worker's role and strategy (from ``metrics["worker"]``, see
     :mod:`tflint.runtime.distribute`), ``steps``, ``exit_code``, ``duration_s``,
     ``step_time_s`` (``{"median", "p90", "n"}``), ``input_wait_share`` (0-1), ``signals``
-    (how many findings it reported), ``timing_source`` and ``source`` (the report file).
+    (how many findings it reported), ``retraces``, ``host_rss_peak_bytes``,
+    ``device_memory_peak_bytes`` (``{device: bytes}``), ``timing_source`` and ``source`` (the
+    report file).
 ``metrics["stragglers"]``
     One entry per straggling worker (rule below): ``{"worker", "cause"`` (``"input-wait"`` or
     ``"step-time"``), ``"value"``, ``"others_median"``, ``"ratio"``, ``"message"}``.
@@ -131,11 +133,32 @@ def worker_row(report: Report, source: str = "") -> dict[str, Any]:
     }
     row.update(steps=report.steps, exit_code=report.exit_code, duration_s=report.duration_s,
                signals=len(report.signals), source=source or None)
+    row["retraces"] = report.metrics.get("retraces") if isinstance(report.metrics.get("retraces"), int) else None
+    rss = _series(report.metrics.get("host_rss_bytes"))
+    row["host_rss_peak_bytes"] = int(max(rss)) if rss else None
+    row["device_memory_peak_bytes"] = _device_peaks(report.metrics.get("device_memory_bytes"))
     step, share, timing_source = _timing(report)
     row["step_time_s"] = step
     row["input_wait_share"] = share
     row["timing_source"] = timing_source
     return row
+
+
+def _device_peaks(value: Any) -> dict[str, int]:
+    """``{"CPU:0": peak bytes, ...}`` from a report's ``device_memory_bytes``."""
+    out: dict[str, int] = {}
+    if not isinstance(value, dict):
+        return out
+    for dev, info in value.items():
+        if not isinstance(info, dict):
+            continue
+        peak = _number(info.get("peak"))
+        if peak is None:
+            ys = _series(info.get("series"))
+            peak = max(ys) if ys else None
+        if peak is not None:
+            out[str(dev)] = int(peak)
+    return out
 
 
 def _timing(report: Report) -> tuple[dict[str, Any], float | None, str | None]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import Any
 
 from tflint.runtime.hookbase import Hook, is_library_file, user_frame
@@ -21,6 +22,7 @@ from tflint.runtime.store import add_example
 
 KIND = "retrace"
 MAX_DIFF_CANDIDATES = 16
+MAX_LIVE_OBJECTS = 4096
 _TF_MARK = "tensorflow"
 
 
@@ -153,6 +155,7 @@ class RetraceHook(Hook):
         self._gcf_codes: tuple[Any, ...] = ()
         self.retraces = 0
         self.traces = 0
+        self._live_objects: dict[Any, weakref.WeakSet[Any]] = {}
 
     def check(self) -> str | None:
         try:
@@ -226,6 +229,26 @@ class RetraceHook(Hook):
         loc = mdf.f_locals
         self._record(cf, fn_obj, loc.get("tracing_options"), loc.get("lookup_func_type"), loc.get("current_func_context"), site)
 
+    def _is_new_object(self, key: Any, fn_obj: Any, rec: dict[str, Any]) -> bool:
+        """First trace seen from this tf.function object? Objects are held weakly: an id alone
+        is reused once an object is freed (tf.functions created in a loop often are)."""
+        seen = self._live_objects.get(key)
+        if seen is None:
+            seen = self._live_objects[key] = weakref.WeakSet()
+        try:
+            if fn_obj in seen:
+                return False
+            if len(seen) < MAX_LIVE_OBJECTS:
+                seen.add(fn_obj)
+            return True
+        except TypeError:  # not weakly referenceable: fall back to ids
+            oid = id(fn_obj)
+            if oid in rec["objects"]:
+                return False
+            if len(rec["objects"]) < 64:
+                rec["objects"].append(oid)
+            return True
+
     def _record(self, cf: Any, fn_obj: Any, options: Any, lookup_type: Any, ctx: Any, site: Any) -> None:
         pyfunc = getattr(fn_obj, "_python_function", None) or getattr(options, "python_function", None)
         raw = getattr(pyfunc, "__func__", pyfunc)
@@ -265,10 +288,7 @@ class RetraceHook(Hook):
         if rec is None:
             return
         rec["traces"] += 1
-        oid = id(fn_obj)
-        if oid not in rec["objects"]:
-            if len(rec["objects"]) < 64:
-                rec["objects"].append(oid)
+        if self._is_new_object(key, fn_obj, rec):
             rec["n_objects"] += 1
         site_l = list(site) if site else None
         if rec["first_site"] is None:
