@@ -22,6 +22,8 @@ from tflint.analysis.imports import ImportMap
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_EMPTY: list = []
+_MISSING = object()
 
 
 class Analysis:
@@ -31,15 +33,76 @@ class Analysis:
 
     @cached_property
     def imports(self) -> ImportMap:
-        return ImportMap(self.tree)
+        return ImportMap(self.tree, self)
 
     @cached_property
-    def parents(self) -> dict[ast.AST, ast.AST]:
+    def _index(self) -> tuple[list[ast.AST], dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
+        """One walk of the module: every node in ``ast.walk`` order, each node's parent, and
+        the nodes of each type (in the same order)."""
+        tree = self.tree
+        order: list[ast.AST] = [tree]
         parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-        return parents
+        by_type: dict[type, list[ast.AST]] = {}
+        append = order.append
+        node_type = ast.AST
+        i = 0
+        while i < len(order):
+            node = order[i]
+            i += 1
+            cls = node.__class__
+            got = by_type.get(cls)
+            if got is None:
+                by_type[cls] = [node]
+            else:
+                got.append(node)
+            for name in node._fields:
+                try:
+                    value = getattr(node, name)
+                except AttributeError:
+                    continue
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, node_type):
+                            append(item)
+                            parents[item] = node
+                elif isinstance(value, node_type):
+                    append(value)
+                    parents[value] = node
+        return order, parents, by_type
+
+    @property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        """Each node's parent; iterating it gives every node but the module in ``ast.walk`` order."""
+        return self._index[1]
+
+    def walk(self) -> list[ast.AST]:
+        """Every node of the module, in ``ast.walk(tree)`` order (computed once)."""
+        return self._index[0]
+
+    def nodes(self, *types: type) -> list[ast.AST]:
+        """The module's nodes of exactly these types (no subclasses), in ``ast.walk`` order."""
+        by_type = self._index[2]
+        if len(types) == 1:
+            return by_type.get(types[0], _EMPTY)
+        cache = self.__dict__.setdefault("_nodes_cache", {})
+        got = cache.get(types)
+        if got is None:
+            wanted = set(types)
+            present = [t for t in types if t in by_type]
+            if len(present) <= 1:
+                got = by_type.get(present[0], _EMPTY) if present else _EMPTY
+            else:
+                got = [n for n in self._index[0] if n.__class__ in wanted]
+            cache[types] = got
+        return got
+
+    def mentions(self, *words: str) -> bool:
+        """Whether the module's text contains any of ``words`` (always true without text):
+        a cheap test that lets a fact skip modules that cannot have it."""
+        source = self.source
+        if not source:
+            return True
+        return any(w in source for w in words)
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(node)
@@ -51,16 +114,54 @@ class Analysis:
             p = self.parents.get(p)
 
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
-        for a in self.ancestors(node):
-            if isinstance(a, _FUNCS):
-                return a
-        return None
+        memo = self.__dict__.get("_enclosing_function")
+        if memo is None:
+            memo = self.__dict__["_enclosing_function"] = {}
+        got = memo.get(node, _MISSING)
+        if got is not _MISSING:
+            return got
+        parents = self.parents
+        path = [node]
+        result = None
+        p = parents.get(node)
+        while p is not None:
+            if isinstance(p, _FUNCS):
+                result = p
+                break
+            got = memo.get(p, _MISSING)
+            if got is not _MISSING:
+                result = got
+                break
+            path.append(p)
+            p = parents.get(p)
+        for q in path:
+            memo[q] = result
+        return result
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        for a in self.ancestors(node):
-            if isinstance(a, ast.ClassDef):
-                return a
-        return None
+        memo = self.__dict__.get("_enclosing_class")
+        if memo is None:
+            memo = self.__dict__["_enclosing_class"] = {}
+        got = memo.get(node, _MISSING)
+        if got is not _MISSING:
+            return got
+        parents = self.parents
+        path = [node]
+        result = None
+        p = parents.get(node)
+        while p is not None:
+            if isinstance(p, ast.ClassDef):
+                result = p
+                break
+            got = memo.get(p, _MISSING)
+            if got is not _MISSING:
+                result = got
+                break
+            path.append(p)
+            p = parents.get(p)
+        for q in path:
+            memo[q] = result
+        return result
 
     def qualname(self, expr: ast.AST | None) -> str | None:
         """Qualified name of ``expr``, following assignments in its own function."""
@@ -77,9 +178,8 @@ class Analysis:
     def functions(self) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
         """Every ``def`` in the module by name (module-level, nested and methods)."""
         out: dict[str, list[Any]] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.setdefault(node.name, []).append(node)
+        for node in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            out.setdefault(node.name, []).append(node)
         return out
 
     @cached_property

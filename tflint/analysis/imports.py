@@ -40,10 +40,14 @@ def normalise(name: str) -> str:
 class ImportMap:
     """Module-wide import aliases plus single-assignment call origins per scope."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, analysis=None) -> None:
         self.aliases: dict[str, str] = {}
         # names bound by imports anywhere in the module (function-level imports included)
-        for node in ast.walk(tree):
+        if analysis is not None:
+            import_nodes = analysis.nodes(ast.Import, ast.ImportFrom)
+        else:
+            import_nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in import_nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -57,7 +61,7 @@ class ImportMap:
                     if a.name == "*":
                         continue
                     self.aliases[a.asname or a.name] = normalise(f"{base}.{a.name}")
-        self._origins = _collect_origins(tree)
+        self._origins = _collect_origins(tree) if analysis is None else _origins_from(analysis)
         self._resolving: set[tuple[int, str]] = set()  # guards `x = x()` and other cycles
 
     @property
@@ -115,6 +119,29 @@ class ImportMap:
                 if q is not None:
                     return q + "()"
         return None
+
+
+def _origins_from(analysis) -> dict[tuple[int, str], ast.AST]:
+    """:func:`_collect_origins` from the module's node index (no walk of its own): the scope
+    of an assignment is its enclosing function (classes share their enclosing scope)."""
+    origins: dict[tuple[int, str], ast.AST | None] = {}
+    enclosing = analysis.enclosing_function
+    for node in analysis.nodes(ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        scope = None
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if scope is None:
+                    f = enclosing(node)
+                    scope = id(f) if f is not None else 0
+                k = (scope, t.id)
+                if k in origins:
+                    origins[k] = None
+                elif isinstance(node.value, ast.Call):
+                    origins[k] = node.value.func
+                else:
+                    origins[k] = None
+    return {k: v for k, v in origins.items() if v is not None}
 
 
 def _collect_origins(tree: ast.Module) -> dict[tuple[int, str], ast.AST]:

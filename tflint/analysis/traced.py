@@ -38,6 +38,7 @@ EAGER_WRAPPERS = frozenset(
     }
 )
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_FUNC_CLASSES = frozenset(_FUNCS)
 
 
 def is_keras_base(qualname: str | None) -> bool:
@@ -87,20 +88,25 @@ class TracedFunctions:
         """Every node of the module → the traced function it runs in (``None`` if eager)."""
         table = self.__dict__.get("_context")
         if table is None:
-            table = self.__dict__["_context"] = {}
-            stack: list[tuple[ast.AST, ast.AST | None]] = [(self.a.tree, None)]
-            while stack:
-                node, current = stack.pop()
-                table[node] = current
-                inner = current
-                if isinstance(node, _FUNCS):
-                    if node in self.eager:
+            order, parents, _ = self.a._index
+            table = self.__dict__["_context"] = {order[0]: None}
+            eager, reasons = self.eager, self.reasons
+            funcs = _FUNC_CLASSES
+            for node in order[1:]:
+                parent = parents[node]
+                # (``Load``/``Store`` and operator nodes are shared leaves: any parent will do)
+                current = table.get(parent)
+                if parent.__class__ in funcs:
+                    if parent in eager:
                         inner = None
-                    elif node in self.reasons:
-                        inner = node
-                for child in ast.iter_child_nodes(node):
+                    elif parent in reasons:
+                        inner = parent
+                    else:
+                        inner = current
                     # decorators, defaults and annotations run where the function is defined
-                    stack.append((child, inner if _in_body(node, child) else current))
+                    if inner is not current and _in_body(parent, node):
+                        current = inner
+                table[node] = current
         return table
 
     def nodes_in_traced_code(self) -> list[tuple[ast.AST, ast.AST]]:
@@ -137,7 +143,7 @@ class TracedFunctions:
     def _compute(self) -> None:
         a = self.a
         tree = a.tree
-        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        classes = a.nodes(ast.ClassDef)
         by_name = {c.name: c for c in classes}
 
         # Keras subclasses, through module-level bases too (fixpoint).
@@ -155,7 +161,7 @@ class TracedFunctions:
                         changed = True
                         break
 
-        for node in ast.walk(tree):
+        for node in a.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for dec in node.decorator_list:
                     target = dec.func if isinstance(dec, ast.Call) else dec
@@ -403,7 +409,7 @@ class TracedFunctions:
         by_name = self.__dict__.get("_classes_by_name")
         if by_name is None:
             by_name = self.__dict__["_classes_by_name"] = {
-                c.name: c for c in ast.walk(self.a.tree) if isinstance(c, ast.ClassDef)
+                c.name: c for c in self.a.nodes(ast.ClassDef)
             }
         out, todo = [], [cls]
         while todo:
@@ -425,16 +431,15 @@ class TracedFunctions:
         table = self.__dict__.get("_call_sites")
         if table is None:
             table = self.__dict__["_call_sites"] = {}
-            for node in self.a.parents:
-                if isinstance(node, ast.Call):
-                    for callee in self._resolve_callable(node.func, node, called=True):
-                        if isinstance(node.func, ast.Attribute) and isinstance(self.a.parent(callee), ast.ClassDef):
-                            shifted = ast.Call(func=node.func, args=[ast.Constant(None), *node.args], keywords=node.keywords)
-                            ast.copy_location(shifted, node)
-                            shifted.original = node  # type: ignore[attr-defined]
-                            table.setdefault(callee, []).append(shifted)
-                        else:
-                            table.setdefault(callee, []).append(node)
+            for node in self.a.nodes(ast.Call):
+                for callee in self._resolve_callable(node.func, node, called=True):
+                    if isinstance(node.func, ast.Attribute) and isinstance(self.a.parent(callee), ast.ClassDef):
+                        shifted = ast.Call(func=node.func, args=[ast.Constant(None), *node.args], keywords=node.keywords)
+                        ast.copy_location(shifted, node)
+                        shifted.original = node  # type: ignore[attr-defined]
+                        table.setdefault(callee, []).append(shifted)
+                    else:
+                        table.setdefault(callee, []).append(node)
         return table.get(func, [])
 
     # -- tf.function objects ---------------------------------------------------------------
