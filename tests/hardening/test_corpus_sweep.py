@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.hardening._oracle import assert_no_crash, python_accepts_bytes, relative_names, run_tflint
+from tests.hardening._oracle import (
+    assert_no_crash,
+    python_accepts_bytes,
+    relative_names,
+    run_tflint,
+)
 
 pytestmark = pytest.mark.slow
 
