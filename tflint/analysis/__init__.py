@@ -36,25 +36,25 @@ class Analysis:
         return ImportMap(self.tree, self)
 
     @cached_property
-    def _index(self) -> tuple[list[ast.AST], dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
+    def _index(self) -> tuple[list[ast.AST], dict[ast.AST, ast.AST], dict[type, list[int]]]:
         """One walk of the module: every node in ``ast.walk`` order, each node's parent, and
-        the nodes of each type (in the same order)."""
+        the positions (in that order) of the nodes of each type."""
         tree = self.tree
         order: list[ast.AST] = [tree]
         parents: dict[ast.AST, ast.AST] = {}
-        by_type: dict[type, list[ast.AST]] = {}
+        by_type: dict[type, list[int]] = {}
         append = order.append
         node_type = ast.AST
         i = 0
         while i < len(order):
             node = order[i]
-            i += 1
             cls = node.__class__
             got = by_type.get(cls)
             if got is None:
-                by_type[cls] = [node]
+                by_type[cls] = [i]
             else:
-                got.append(node)
+                got.append(i)
+            i += 1
             for name in node._fields:
                 try:
                     value = getattr(node, name)
@@ -76,23 +76,25 @@ class Analysis:
         return self._index[1]
 
     def walk(self) -> list[ast.AST]:
-        """Every node of the module, in ``ast.walk(tree)`` order (computed once)."""
+        """Every node of the module, in ``ast.walk(tree)`` order (computed once; do not modify)."""
         return self._index[0]
 
     def nodes(self, *types: type) -> list[ast.AST]:
-        """The module's nodes of exactly these types (no subclasses), in ``ast.walk`` order."""
-        by_type = self._index[2]
-        if len(types) == 1:
-            return by_type.get(types[0], _EMPTY)
-        cache = self.__dict__.setdefault("_nodes_cache", {})
+        """The module's nodes of exactly these types (no subclasses), in ``ast.walk`` order
+        (computed once per set of types; do not modify the list)."""
+        cache = self.__dict__.get("_nodes_cache")
+        if cache is None:
+            cache = self.__dict__["_nodes_cache"] = {}
         got = cache.get(types)
         if got is None:
-            wanted = set(types)
-            present = [t for t in types if t in by_type]
-            if len(present) <= 1:
-                got = by_type.get(present[0], _EMPTY) if present else _EMPTY
+            order, _, by_type = self._index
+            present = [by_type[t] for t in types if t in by_type]
+            if not present:
+                got = _EMPTY
+            elif len(present) == 1:
+                got = [order[i] for i in present[0]]
             else:
-                got = [n for n in self._index[0] if n.__class__ in wanted]
+                got = [order[i] for i in sorted(i for p in present for i in p)]
             cache[types] = got
         return got
 
@@ -167,7 +169,13 @@ class Analysis:
         """Qualified name of ``expr``, following assignments in its own function."""
         if expr is None:
             return None
-        return self.imports.qualname(expr, self.enclosing_function(expr))
+        memo = self.__dict__.get("_qualnames")
+        if memo is None:
+            memo = self.__dict__["_qualnames"] = {}
+        got = memo.get(expr, _MISSING)
+        if got is _MISSING:
+            got = memo[expr] = self.imports.qualname(expr, self.enclosing_function(expr))
+        return got
 
     def call_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Call):

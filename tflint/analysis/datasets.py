@@ -347,11 +347,16 @@ class DatasetFacts:
         if self._done:
             return
         self._done = True
-        for node in ast.walk(self.a.tree):
+        for node in self.a.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._by_name.setdefault(node.name, []).append(node)
-            elif isinstance(node, ast.ClassDef):
+            else:
                 self._classes.setdefault(node.name, node)
+        # Every dataset comes from a constructor (``tf.data...``, ``..._dataset_from_...``,
+        # ``tensorflow_datasets``) or a parameter annotated ``tf.data.Dataset``: all of them are
+        # spelled with "data" somewhere in the module (the name itself or its import).
+        if not self.a.mentions("data"):
+            return
         self._collect_callers()
         module_env = _Env()
         self._block(self.a.tree.body, module_env)
@@ -377,9 +382,7 @@ class DatasetFacts:
 
     def _collect_callers(self) -> None:
         names = self._by_name
-        for node in ast.walk(self.a.tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in self.a.nodes(ast.Call):
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
             if name not in names:

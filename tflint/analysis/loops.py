@@ -40,7 +40,7 @@ class LoopFacts:
 
     @cached_property
     def loops(self) -> list[LoopNode]:
-        return [n for n in ast.walk(self.a.tree) if isinstance(n, _LOOPS)]
+        return [n for n in self.a.nodes(*_LOOPS) if isinstance(n, _LOOPS)]
 
     def enclosing_loops(self, node: ast.AST) -> list[LoopNode]:
         """Loops around ``node`` in the same function, innermost first (a loop's own

@@ -81,6 +81,8 @@ class StrategyFacts:
         """Module function name -> kind, for functions that return a strategy constructor call
         (``def make_strategy(): return tf.distribute.MirroredStrategy()``)."""
         out: dict[str, str] = {}
+        if not self.a.mentions("Strategy"):  # every strategy constructor's name ends so
+            return out
         for name, defs in self.a.functions.items():
             for func in defs:
                 for node in _walk_own(func.body):
@@ -105,15 +107,17 @@ class StrategyFacts:
     def strategies(self) -> list[Strategy]:
         out: list[Strategy] = []
         seen: set[int] = set()
-        for node in ast.walk(self.a.tree):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        if not self.a.mentions("Strategy"):
+            return out
+        for node in self.a.nodes(ast.Assign, ast.AnnAssign):
+            if node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for call, kind in self._creation_kinds(node.value):
                     for t in targets:
                         out.append(Strategy(call, kind, dotted(t)))
                     seen.add(id(call))
-        for node in ast.walk(self.a.tree):
-            if isinstance(node, ast.Call) and id(node) not in seen:
+        for node in self.a.nodes(ast.Call):
+            if id(node) not in seen:
                 kind = strategy_kind(self.a.call_name(node))
                 if kind:
                     out.append(Strategy(node, kind, None))
@@ -152,14 +156,13 @@ class StrategyFacts:
     @cached_property
     def scope_blocks(self) -> list[ast.With | ast.AsyncWith]:
         out = []
-        for node in ast.walk(self.a.tree):
-            if isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    e = item.context_expr
-                    if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
-                            and e.func.attr == "scope" and self.is_strategy(e.func.value)):
-                        out.append(node)
-                        break
+        for node in self.a.nodes(ast.With, ast.AsyncWith):
+            for item in node.items:
+                e = item.context_expr
+                if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                        and e.func.attr == "scope" and self.is_strategy(e.func.value)):
+                    out.append(node)
+                    break
         return out
 
     def _directly_in_scope(self, node: ast.AST) -> bool:
@@ -216,8 +219,8 @@ class StrategyFacts:
     @cached_property
     def _calls_by_name(self) -> dict[str, list[ast.Call]]:
         out: dict[str, list[ast.Call]] = {}
-        for node in ast.walk(self.a.tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        for node in self.a.nodes(ast.Call):
+            if isinstance(node.func, ast.Name):
                 out.setdefault(node.func.id, []).append(node)
         return out
 
@@ -225,8 +228,8 @@ class StrategyFacts:
     @cached_property
     def run_calls(self) -> list[ast.Call]:
         return [
-            n for n in ast.walk(self.a.tree)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            n for n in self.a.nodes(ast.Call)
+            if isinstance(n.func, ast.Attribute)
             and n.func.attr in RUN_METHODS and self.is_strategy(n.func.value)
         ]
 
@@ -255,6 +258,8 @@ class StrategyFacts:
     def _functions_calling_run(self) -> set[ast.AST]:
         direct = {self.a.enclosing_function(c) for c in self.run_calls} - {None}
         result = set(direct)
+        if not result:  # nothing can reach a run call
+            return result
         changed = True
         rounds = 0
         while changed and rounds < 6:

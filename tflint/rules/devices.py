@@ -141,7 +141,7 @@ class SoftDevicePlacement(Rule):
         if "soft" not in ctx.source:
             return  # cheap text test: nothing to look at
         a = ctx.analysis
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not isinstance(node, ast.Call):
                 continue
             q = a.call_name(node)
@@ -203,7 +203,7 @@ class DeviceConfigAfterInit(Rule):
             return  # cheap text test: nothing to look at
         a = ctx.analysis
         configs: list[tuple[ast.Call, str]] = []
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if isinstance(node, ast.Call):
                 q = a.call_name(node)
                 if q in DEVICE_CONFIG:
@@ -212,7 +212,7 @@ class DeviceConfigAfterInit(Rule):
             return
         module_ops = self._ops(a, ctx.tree.body)
         resets = [
-            n for n in ast.walk(ctx.tree)
+            n for n in ctx.analysis.nodes(ast.Call)
             if isinstance(n, ast.Call) and (a.call_name(n) or "").endswith("context._reset_context")
             or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "_reset_context"
         ]
@@ -305,7 +305,7 @@ class TensorsAccumulatedInLoop(Rule):
         if ".append(" not in ctx.source:
             return  # cheap text test: nothing to look at
         a = ctx.analysis
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

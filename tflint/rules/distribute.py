@@ -140,7 +140,7 @@ class VariableOutsideStrategyScope(Rule):
         if not facts.uses_strategy or not (facts.scope_blocks or facts.run_calls):
             return
         line = _strategy_line(ctx)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not isinstance(node, ast.Call):
                 continue
             kind = creation_kind(a, node)
@@ -365,7 +365,7 @@ class UnguardedMultiWorkerWrite(Rule):
         if not facts.multi_worker:
             return
         line = next(s.call.lineno for s in facts.strategies if s.kind == "MultiWorkerMirroredStrategy")
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not isinstance(node, ast.Call):
                 continue
             what = self._write_kind(ctx, node)
@@ -406,7 +406,7 @@ class UnguardedMultiWorkerWrite(Rule):
         name = dotted(recv)
         if name is None:
             return None
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Assign):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 if any(dotted(t) == name for t in node.targets):
                     q = a.call_name(node.value)
@@ -439,7 +439,7 @@ class UnguardedMultiWorkerWrite(Rule):
         if isinstance(call.func, ast.Attribute) and not paths:
             # manager.save(): the directory given to its CheckpointManager
             name = dotted(call.func.value)
-            for node in ast.walk(ctx.tree):
+            for node in ctx.analysis.nodes(ast.Assign):
                 if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                         and any(dotted(t) == name for t in node.targets)):
                     paths += [*node.value.args[1:2], *(k.value for k in node.value.keywords if k.arg in _PATH_KEYWORDS)]
@@ -628,7 +628,7 @@ class UnscaledReplicaLoss(Rule):
         a = ctx.analysis
         creation: ast.AST | None = expr if isinstance(expr, ast.Call) else None
         if isinstance(expr, ast.Name):
-            for node in ast.walk(ctx.tree):
+            for node in ctx.analysis.nodes(ast.Assign):
                 if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                         and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)):
                     creation = node.value

@@ -613,7 +613,7 @@ class AppliedToOtherVariables(Rule):
         facts = ctx.analysis.tapes
         if ".gradient(" not in ctx.source or not ctx.analysis.imports.uses_tensorflow:
             return
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             pair = None

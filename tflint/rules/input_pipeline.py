@@ -70,7 +70,7 @@ class _RandomOps:
     def _assigned(self) -> dict[str, list[ast.AST]]:
         if self._values is None:
             vals: dict[str, list[ast.AST]] = {}
-            for node in ast.walk(self.a.tree):
+            for node in self.a.nodes(ast.Assign, ast.AnnAssign):
                 if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for t in targets:

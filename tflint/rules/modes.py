@@ -75,7 +75,7 @@ class TrainingTrueInServing(Rule):
             return  # cheap text test: nothing to look at
         a = ctx.analysis
         serving: dict[ast.AST, str] = {}
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(*_FUNCS, ast.Call):
             if isinstance(node, _FUNCS):
                 for dec in node.decorator_list:
                     if isinstance(dec, ast.Call) and a.qualname(dec.func) in _TF_FUNCTION and any(
@@ -238,7 +238,7 @@ class LogitsProbabilitiesMismatch(Rule):
     def check(self, ctx: RuleContext) -> None:
         if "compile(" not in ctx.source:
             return  # cheap text test: nothing to look at
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"):
                 continue
             loss = next((k.value for k in node.keywords if k.arg == "loss"), None)
@@ -480,7 +480,7 @@ class LogOfSoftmax(Rule):
         if "log(" not in ctx.source:
             return  # cheap text test: nothing to look at
         a = ctx.analysis
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Call)):
                 continue
             if a.call_name(node) not in _LOGS:
@@ -634,7 +634,7 @@ class HardCodedTrainingInCall(Rule):
         if not _TRAINING_TRUE_TEXT.search(ctx.source):
             return  # cheap text test: nothing to look at
         a = ctx.analysis
-        for cls in ast.walk(ctx.tree):
+        for cls in ctx.analysis.nodes(ast.ClassDef):
             if not (isinstance(cls, ast.ClassDef) and a.traced.is_keras_class(cls)):
                 continue
             attrs = self._layer_attrs(ctx, cls)

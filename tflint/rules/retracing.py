@@ -100,8 +100,8 @@ class PythonScalarArgumentRetraces(Rule):
         candidates = _tf_function_names_impl(ctx)
         if not candidates:
             return
-        for node in ctx.analysis.parents:
-            if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+        for node in ctx.analysis.nodes(ast.Call):
+            if not (node.args or node.keywords):
                 continue
             f = node.func
             if not (
@@ -141,8 +141,8 @@ def _tf_function_names_impl(ctx: RuleContext) -> set[str]:
         for d in defs:
             if a.traced.tf_function_decorator(d) is not None:
                 names.add(d.name)
-    for node in ctx.analysis.parents:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+    for node in ctx.analysis.nodes(ast.Assign):
+        if isinstance(node.value, ast.Call):
             if _could_be_tf_function(ctx, node.value.func) and a.call_name(node.value) in _TF_FUNCTION:
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -201,16 +201,14 @@ class TfFunctionCreatedRepeatedly(Rule):
             return
         decorators: set[ast.AST] = set()
         sites: list[tuple[ast.AST, ast.AST, ast.AST | None]] = []  # (report node, anchor, decorated def)
-        for node in ctx.analysis.parents:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                dec = traced.tf_function_decorator(node)
-                if dec is not None:
-                    decorators.add(dec)
-                    sites.append((dec, node, node))
-        for node in ctx.analysis.parents:
+        for node in ctx.analysis.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            dec = traced.tf_function_decorator(node)
+            if dec is not None:
+                decorators.add(dec)
+                sites.append((dec, node, node))
+        for node in ctx.analysis.nodes(ast.Call):
             if (
-                isinstance(node, ast.Call)
-                and node not in decorators
+                node not in decorators
                 and _could_be_tf_function(ctx, node.func)
                 and a.call_name(node) in _TF_FUNCTION
             ):
@@ -392,10 +390,9 @@ class PerBatchPredict(Rule):
         a = ctx.analysis
         if not a.imports.uses_tensorflow:
             return
-        for node in ctx.analysis.parents:
+        for node in ctx.analysis.nodes(ast.Call):
             if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
+                isinstance(node.func, ast.Attribute)
                 and node.func.attr in _PREDICT
             ):
                 continue

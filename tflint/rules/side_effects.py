@@ -57,7 +57,7 @@ class PrintInTracedCode(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
-        for node in ast.walk(ctx.tree):
+        for node in ctx.analysis.nodes(ast.Call):
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
