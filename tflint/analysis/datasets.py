@@ -323,7 +323,8 @@ class DatasetFacts:
         if not isinstance(func, ast.Attribute):
             return call.lineno, call.col_offset
         if self._lines is None:
-            self._lines = self.a.source.splitlines()
+            # Lines as the parser counts them (not str.splitlines: form feeds, \x1c... are no breaks).
+            self._lines = self.a.source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         lines = self._lines
         if not lines:
             return func.lineno, func.col_offset
