@@ -23,6 +23,7 @@ from tests.hardening._oracle import (
     assert_no_crash,
     python_accepts_bytes,
     python_accepts_text,
+    relative_names,
     run_tflint,
 )
 from tflint.engine import PARSE_ERROR_CODE, lint_bytes, lint_text
@@ -384,7 +385,7 @@ def test_cli_on_generated_files(tmp_path_factory, files, notebook, fmt) -> None:
     proc = run_tflint(["check", "--no-cache", "--output-format", fmt, "."], cwd=d, timeout=120)
     assert_no_crash(proc)
     if fmt == "json":
-        out = json.loads(proc.stdout)
+        out = relative_names(json.loads(proc.stdout), d)
         tfl000 = {f["filename"] for f in out if f["code"] == PARSE_ERROR_CODE}
         for name, raw in zip(names, files):
             assert (name in tfl000) == (not python_accepts_bytes(raw)), (name, raw)
