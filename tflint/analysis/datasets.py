@@ -353,10 +353,10 @@ class DatasetFacts:
                 self._by_name.setdefault(node.name, []).append(node)
             else:
                 self._classes.setdefault(node.name, node)
-        # Every dataset comes from a constructor (``tf.data...``, ``..._dataset_from_...``,
-        # ``tensorflow_datasets``) or a parameter annotated ``tf.data.Dataset``: all of them are
-        # spelled with "data" somewhere in the module (the name itself or its import).
-        if not self.a.mentions("data"):
+        # Every dataset comes from a constructor or a parameter annotated ``tf.data.Dataset``:
+        # ``tensorflow.data...`` names need an import of ``tensorflow`` (spelled in the module)
+        # and the others (``..._dataset_from_...``, ``tensorflow_datasets``) say "dataset".
+        if not self._may_have_datasets():
             return
         self._collect_callers()
         module_env = _Env()
@@ -369,6 +369,18 @@ class DatasetFacts:
                 break
             for f in pending:
                 self._visit(f)
+
+    def _may_have_datasets(self) -> bool:
+        """Whether the module can hold a dataset at all. Every dataset comes from a constructor
+        or a parameter annotated ``tf.data.Dataset``: the ``tensorflow.data...`` names need
+        "data" and an import of ``tensorflow`` (or ``tensorflow_datasets``); the others
+        (``..._dataset_from_...``, ``make_csv_dataset``...) are spelled with "dataset"."""
+        a = self.a
+        if a.mentions("dataset", "Dataset"):
+            return True
+        if not a.mentions("data"):
+            return False
+        return any(v.startswith("tensorflow") for v in a.imports.aliases.values())
 
     def _visit(self, info: _FuncInfo) -> None:
         if info.state != 0 or info.node in self._visiting:

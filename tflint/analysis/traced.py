@@ -39,6 +39,7 @@ EAGER_WRAPPERS = frozenset(
 )
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _FUNC_CLASSES = frozenset(_FUNCS)
+_WRAPPER_LAST_NAMES = frozenset(n.rsplit(".", 1)[-1] for n in TF_FUNCTION | EAGER_WRAPPERS)
 
 
 def is_keras_base(qualname: str | None) -> bool:
@@ -161,6 +162,7 @@ class TracedFunctions:
                         changed = True
                         break
 
+        aliases = a.imports.aliases
         for node in a.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for dec in node.decorator_list:
@@ -179,7 +181,15 @@ class TracedFunctions:
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
                     )
             elif isinstance(node, ast.Call):
-                name = a.call_name(node)
+                # Only a call spelled ``<x>.function(...)`` (and the like) or through an
+                # imported name can be one of these: skip resolving the others.
+                f = node.func
+                if f.__class__ is ast.Attribute:
+                    name = a.call_name(node) if f.attr in _WRAPPER_LAST_NAMES else None
+                elif f.__class__ is ast.Name:
+                    name = a.call_name(node) if f.id in aliases else None
+                else:
+                    name = None
                 if name in TF_FUNCTION and node.args:
                     for f in self._resolve_callable(node.args[0], node):
                         self.reasons.setdefault(f, f"wrapped with tf.function (line {node.lineno})")
@@ -322,8 +332,14 @@ class TracedFunctions:
 
     def declared_outer(self, func: ast.AST) -> dict[str, ast.Global | ast.Nonlocal]:
         """``global``/``nonlocal`` names of ``func`` and the statement that declares each."""
-        out: dict[str, ast.Global | ast.Nonlocal] = {}
+        cache = self.__dict__.setdefault("_declared_outer", {})
+        out = cache.get(func)
+        if out is not None:
+            return out
+        out = cache[func] = {}
         if isinstance(func, ast.Lambda):
+            return out
+        if not self.a.nodes(ast.Global) and not self.a.nodes(ast.Nonlocal):
             return out
         for node in walk_own(func.body):
             if isinstance(node, (ast.Global, ast.Nonlocal)):
