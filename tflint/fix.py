@@ -183,25 +183,10 @@ class FixOutcome:
 
 def write_preserving_mode(path: str, data: bytes) -> None:
     """Atomically replace ``path``'s content, keeping its permission bits (through symlinks)."""
-    import tempfile
+    from tflint.atomic import write_atomic
 
     target = os.path.realpath(path)
-    mode = os.stat(target).st_mode & 0o7777
-    directory = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tflint-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(target, data, mode=os.stat(target).st_mode & 0o7777)
 
 
 def fix_file(
