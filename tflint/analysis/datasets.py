@@ -372,15 +372,20 @@ class DatasetFacts:
 
     def _may_have_datasets(self) -> bool:
         """Whether the module can hold a dataset at all. Every dataset comes from a constructor
-        or a parameter annotated ``tf.data.Dataset``: the ``tensorflow.data...`` names need
-        "data" and an import of ``tensorflow`` (or ``tensorflow_datasets``); the others
-        (``..._dataset_from_...``, ``make_csv_dataset``...) are spelled with "dataset"."""
+        or a parameter annotated ``tf.data.Dataset``, and each of their qualified names has a
+        part that says "Dataset" (``tf.data.Dataset.range``, ``TFRecordDataset``), "dataset"
+        (``image_dataset_from_directory``, ``make_csv_dataset``, ``tensorflow_datasets``) or
+        "experimental" (``tf.data.experimental.Counter``); every part of a qualified name is
+        spelled in the module, as an attribute or in an import."""
         a = self.a
-        if a.mentions("dataset", "Dataset"):
-            return True
-        if not a.mentions("data"):
+        if not a.mentions("ataset", "experimental"):
             return False
-        return any(v.startswith("tensorflow") for v in a.imports.aliases.values())
+        aliases = a.imports.aliases.values()
+        if any("ataset" in v or (v.startswith("tensorflow") and "experimental" in v) for v in aliases):
+            return True
+        # "experimental" counts only under an import of TensorFlow (``tf.data.experimental``).
+        words = ("ataset", "experimental") if any(v.startswith("tensorflow") for v in aliases) else ("ataset",)
+        return any(w in n.attr for n in a.nodes(ast.Attribute) for w in words)
 
     def _visit(self, info: _FuncInfo) -> None:
         if info.state != 0 or info.node in self._visiting:
