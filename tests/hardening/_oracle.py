@@ -30,9 +30,18 @@ def python_accepts_bytes(raw: bytes) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(raw)
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        raw.decode(encoding)
     except (SyntaxError, ValueError, RecursionError, MemoryError, LookupError, UnicodeError):
+        return False
+    # The parser reads a cookie on a line ended by "\r\n", "\r" or "\n"; the pure-Python
+    # detector splits on "\n" only, so hand it the lines the way the parser sees them.
+    lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(lines).readline)
+    except SyntaxError:
+        return False
+    try:
+        raw.decode(encoding)
+    except (LookupError, UnicodeError):
         return False
     return True
 

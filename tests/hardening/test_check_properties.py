@@ -10,6 +10,7 @@ that nests the shapes the rules look at (traced functions, training loops, datas
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -31,6 +32,8 @@ from tflint.rules import all_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset(r.code for r in all_rules())
+# TFLINT_PROPERTY_SCALE=20 searches twenty times longer (the default keeps the suite fast).
+SCALE = max(int(os.environ.get("TFLINT_PROPERTY_SCALE", "1")), 1)
 SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "derandomize": False}
 
 
@@ -167,7 +170,7 @@ def tf_modules(draw) -> str:
 # --- properties -----------------------------------------------------------------------------
 
 
-@settings(max_examples=60, **SETTINGS)
+@settings(max_examples=60 * SCALE, **SETTINGS)
 @given(hypothesmith.from_grammar())
 def test_any_program_python_accepts_checks_cleanly(program: str) -> None:
     ok = python_accepts_text(program)
@@ -177,7 +180,7 @@ def test_any_program_python_accepts_checks_cleanly(program: str) -> None:
     assert_clean_run(lint_text("gen.py", tf_program, ALL), text_ok=python_accepts_text(tf_program))
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=40 * SCALE, **SETTINGS)
 @given(hypothesmith.from_grammar())
 def test_any_program_inside_a_traced_function_checks_cleanly(program: str) -> None:
     body = textwrap.indent(program, "    ") if program.strip() else "    pass\n"
@@ -186,7 +189,7 @@ def test_any_program_inside_a_traced_function_checks_cleanly(program: str) -> No
     assert_clean_run(lint_text("gen.py", text, ALL), text_ok=ok)
 
 
-@settings(max_examples=250, **SETTINGS)
+@settings(max_examples=250 * SCALE, **SETTINGS)
 @given(tf_modules())
 def test_tensorflow_shaped_programs_check_cleanly(program: str) -> None:
     ok = python_accepts_text(program)
@@ -194,7 +197,7 @@ def test_tensorflow_shaped_programs_check_cleanly(program: str) -> None:
     assert_clean_run(result, text_ok=ok)
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=80 * SCALE, **SETTINGS)
 @given(tf_modules(), st.data())
 def test_mutated_programs_check_cleanly(program: str, data) -> None:
     """Cut the program anywhere, or drop/duplicate lines: parse or TFL000, never a crash."""
@@ -215,7 +218,7 @@ def test_mutated_programs_check_cleanly(program: str, data) -> None:
     assert_clean_run(lint_text("gen.py", text, ALL), text_ok=python_accepts_text(text))
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=300 * SCALE, **SETTINGS)
 @given(st.binary(max_size=2000))
 def test_any_bytes_as_python_file(raw: bytes) -> None:
     assert_clean_run(lint_bytes("blob.py", raw, ALL), text_ok=python_accepts_bytes(raw))
@@ -260,7 +263,7 @@ _COOKIE_LINES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=300 * SCALE, **SETTINGS)
 @given(
     bom=st.booleans(),
     cookie=_COOKIE_LINES,
@@ -320,7 +323,7 @@ def notebooks(draw) -> bytes:
     return raw
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=200 * SCALE, **SETTINGS)
 @given(notebooks())
 def test_any_notebook_bytes(raw: bytes) -> None:
     result = lint_bytes("nb.ipynb", raw, ALL)
@@ -330,7 +333,7 @@ def test_any_notebook_bytes(raw: bytes) -> None:
             assert f.cell is not None and f.cell >= 1, f
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=150 * SCALE, **SETTINGS)
 @given(notebooks())
 def test_fixing_any_notebook_keeps_valid_json(raw: bytes) -> None:
     from tflint.fix import fix_file
@@ -346,7 +349,7 @@ def test_fixing_any_notebook_keeps_valid_json(raw: bytes) -> None:
         assert again.new_raw is None or again.new_raw == outcome.new_raw or again.fixed == 0
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=150 * SCALE, **SETTINGS)
 @given(tf_modules())
 def test_fixing_any_program_keeps_it_parsing(program: str) -> None:
     from tflint.fix import fix_file
@@ -361,7 +364,7 @@ def test_fixing_any_program_keeps_it_parsing(program: str) -> None:
 # --- a few through the command line ----------------------------------------------------------
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=6 * SCALE, **SETTINGS)
 @given(
     files=st.lists(
         st.one_of(
