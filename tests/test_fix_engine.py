@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 from tflint.finding import Edit, Fix
 from tflint.fix import apply_fixes, fix_file, parses

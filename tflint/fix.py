@@ -268,7 +268,6 @@ def _fix_notebook(
     outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool, rules: list | None
 ) -> FixOutcome:
     """Fix the code cells of a notebook: edits must stay within one cell and off IPython lines."""
-    import json
 
     from tflint.engine import lint_text
     from tflint.source import decode_notebook

@@ -190,6 +190,23 @@ class Analysis:
             out.setdefault(node.name, []).append(node)
         return out
 
+    def lookup_function(self, name: str, at: ast.AST) -> list[ast.AST]:
+        """The ``def`` that ``name`` refers to where ``at`` is: the innermost enclosing scope
+        (function or module body) that defines it; first definition wins. ``[]`` if none."""
+        tables = self.__dict__.setdefault("_scope_defs", {})
+        for anc in self.ancestors(at):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                table = tables.get(anc)
+                if table is None:
+                    table = tables[anc] = {}
+                    for stmt in anc.body:
+                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            table.setdefault(stmt.name, stmt)
+                got = table.get(name)
+                if got is not None:
+                    return [got]
+        return []
+
     @cached_property
     def traced(self):
         from tflint.analysis.traced import TracedFunctions

@@ -28,6 +28,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tflint.analysis.astutil import dotted
+
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
 
@@ -221,17 +223,6 @@ class _FuncInfo:
     returns: list[Chain] = field(default_factory=list)
 
 
-def _dotted(expr: ast.AST) -> str | None:
-    parts = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _union(*alts: tuple[Chain, ...]) -> tuple[Chain, ...]:
     out: list[Chain] = []
     for a in alts:
@@ -309,7 +300,7 @@ class DatasetFacts:
         if isinstance(expr, ast.Name):
             if expr.id in self.a.imports.aliases:
                 return []
-            return self._lookup_def(expr.id, at)
+            return self.a.lookup_function(expr.id, at)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
             cls = self.a.enclosing_class(at)
             if cls is not None:
@@ -410,24 +401,6 @@ class DatasetFacts:
             caller = self.a.enclosing_function(node)
             for target in self.resolve_callable(f, node):
                 self._callers.setdefault(target, set()).add(caller)
-
-    def _lookup_def(self, name: str, at: ast.AST) -> list[ast.AST]:
-        # Per scope, a table of the functions its body defines (first definition wins):
-        # looking names up must not cost a scan of the body each time (files with
-        # thousands of functions).
-        tables = self.__dict__.setdefault("_scope_defs", {})
-        for anc in self.a.ancestors(at):
-            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                table = tables.get(anc)
-                if table is None:
-                    table = tables[anc] = {}
-                    for stmt in anc.body:
-                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                            table.setdefault(stmt.name, stmt)
-                got = table.get(name)
-                if got is not None:
-                    return [got]
-        return []
 
     def _methods_of(self, cls: ast.ClassDef) -> dict[str, ast.AST]:
         cached = self._class_methods.get(cls)
@@ -621,7 +594,7 @@ class DatasetFacts:
                 self._bind(elt, value if multi else (), env, None)
         elif isinstance(target, ast.Attribute):
             self._eval(target.value, env)
-            key = _dotted(target)
+            key = dotted(target)
             if key is not None:
                 env.vars[key] = value
             cls = self._self_class(target)
@@ -659,7 +632,7 @@ class DatasetFacts:
             return env.lookup(expr.id) if isinstance(expr.ctx, ast.Load) else ()
         if isinstance(expr, ast.Attribute):
             self._eval(expr.value, env)
-            key = _dotted(expr)
+            key = dotted(expr)
             found = env.lookup(key) if key is not None else ()
             if not found:
                 cls = self._self_class(expr)

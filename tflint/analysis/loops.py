@@ -12,6 +12,8 @@ import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tflint.analysis.astutil import walk_own as walk_body
+
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
 
@@ -21,17 +23,6 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 TRAINING_METHODS = frozenset(
     {"fit", "train_on_batch", "apply_gradients", "minimize", "apply", "gradient", "train_step"}
 )
-
-
-def walk_body(nodes: list[ast.AST]):
-    """Walk statements without descending into nested functions or classes."""
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _FUNCS):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 class LoopFacts:

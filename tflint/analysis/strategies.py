@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tflint.analysis.astutil import dotted, walk_own
+
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
 
@@ -52,18 +54,6 @@ def strategy_kind(qualname: str | None) -> str | None:
     return None
 
 
-def dotted(expr: ast.AST) -> str | None:
-    """``a.b.c`` for a Name/Attribute chain, else None."""
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 @dataclass(frozen=True)
 class Strategy:
     call: ast.Call
@@ -85,7 +75,7 @@ class StrategyFacts:
             return out
         for name, defs in self.a.functions.items():
             for func in defs:
-                for node in _walk_own(func.body):
+                for node in walk_own(func.body):
                     if isinstance(node, ast.Return) and node.value is not None:
                         for call in _calls_in(node.value):
                             kind = strategy_kind(self.a.call_name(call))
@@ -269,7 +259,7 @@ class StrategyFacts:
                 for func in defs:
                     if func in result:
                         continue
-                    for node in _walk_own(func.body):
+                    for node in walk_own(func.body):
                         if isinstance(node, ast.Call) and any(t in result for t in self._resolve(node.func, node)):
                             result.add(func)
                             changed = True
@@ -281,7 +271,7 @@ class StrategyFacts:
 
     def body_calls_run(self, stmts: list[ast.AST]) -> ast.Call | None:
         """The first call in ``stmts`` (own code) that is ``strategy.run`` or reaches it."""
-        for node in _walk_own(stmts):
+        for node in walk_own(stmts):
             if not isinstance(node, ast.Call):
                 continue
             if node in self._run_call_set:
@@ -312,16 +302,6 @@ def _calls_in(expr: ast.AST) -> list[ast.Call]:
     if isinstance(expr, ast.BoolOp):
         return [c for v in expr.values for c in _calls_in(v)]
     return []
-
-
-def _walk_own(nodes: list[ast.AST]):
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (*_FUNCS, ast.ClassDef)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def strategy_facts(analysis: Analysis) -> StrategyFacts:

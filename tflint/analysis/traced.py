@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from tflint.analysis.astutil import walk_own
+
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
 
@@ -143,7 +145,6 @@ class TracedFunctions:
     # -- computation -----------------------------------------------------------------------
     def _compute(self) -> None:
         a = self.a
-        tree = a.tree
         classes = a.nodes(ast.ClassDef)
         by_name = {c.name: c for c in classes}
 
@@ -275,7 +276,7 @@ class TracedFunctions:
         if isinstance(expr, ast.Name):
             if self.a.imports.aliases.get(expr.id):
                 return []
-            return self._lookup_function(expr.id, at)
+            return self.a.lookup_function(expr.id, at)
         if (
             isinstance(expr, ast.Attribute)
             and isinstance(expr.value, ast.Name)
@@ -285,25 +286,6 @@ class TracedFunctions:
             if cls is None:
                 return []
             return self._methods(cls, expr.attr)
-        return []
-
-    def _lookup_function(self, name: str, at: ast.AST) -> list[ast.AST]:
-        # Innermost enclosing scope first: nested defs, then module-level defs.
-        # Per scope, a table of the functions its body defines (first definition wins):
-        # looking names up must not cost a scan of the body each time (files with
-        # thousands of functions).
-        tables = self.__dict__.setdefault("_scope_defs", {})
-        for anc in self.a.ancestors(at):
-            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                table = tables.get(anc)
-                if table is None:
-                    table = tables[anc] = {}
-                    for stmt in anc.body:
-                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                            table.setdefault(stmt.name, stmt)
-                got = table.get(name)
-                if got is not None:
-                    return [got]
         return []
 
     def _methods(self, cls: ast.ClassDef, name: str) -> list[ast.AST]:
@@ -466,7 +448,7 @@ class TracedFunctions:
         if isinstance(expr, ast.Call) and self.a.call_name(expr) in TF_FUNCTION:
             return expr
         if isinstance(expr, ast.Name):
-            for f in self._lookup_function(expr.id, at):
+            for f in self.a.lookup_function(expr.id, at):
                 dec = self.tf_function_decorator(f)
                 if dec is not None:
                     return dec
@@ -699,17 +681,6 @@ def _other_backend(word: str) -> bool:
     """Names and strings that select a non-TensorFlow backend (``backend() == "torch"``)."""
     w = word.lower()
     return "torch" in w or w in ("jax", "numpy", "is_jax", "is_numpy")
-
-
-def walk_own(nodes: list[ast.AST]):
-    """Walk statements without descending into nested functions, lambdas or classes."""
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (*_FUNCS, ast.ClassDef)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def _param_names(func: ast.AST) -> set[str]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ast
 
-from tflint.analysis.strategies import _walk_own, dotted, strategy_facts
+from tflint.analysis.astutil import dotted, walk_own
+from tflint.analysis.strategies import strategy_facts
 from tflint.finding import Severity
 from tflint.rules.base import Rule, RuleContext
 
@@ -275,7 +276,7 @@ class UndistributedDataset(Rule):
             scopes = [func.body] if func is not None and not isinstance(func, ast.Lambda) else []
             scopes.append(ctx.tree.body)
             for body in scopes:
-                for node in _walk_own(body):
+                for node in walk_own(body):
                     if (isinstance(node, ast.Assign) and len(node.targets) == 1
                             and isinstance(node.targets[0], ast.Name) and node.targets[0].id == expr.id
                             and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
@@ -457,14 +458,14 @@ class UnguardedMultiWorkerWrite(Rule):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 # a helper that picks the path by role: ``write_path(p)`` checking ``is_chief()``
                 for helper in a.functions.get(node.func.id, []):
-                    if any(_mentions_guard(n) for n in _walk_own(helper.body) if isinstance(n, (ast.If, ast.IfExp, ast.Return))):
+                    if any(_mentions_guard(n) for n in walk_own(helper.body) if isinstance(n, (ast.If, ast.IfExp, ast.Return))):
                         return True
             if isinstance(node, ast.Name):
                 func = a.enclosing_function(node)
                 bodies = [func.body] if func is not None and not isinstance(func, ast.Lambda) else []
                 bodies.append(ctx.tree.body)
                 for body in bodies:
-                    for stmt in _walk_own(body):
+                    for stmt in walk_own(body):
                         if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
                                 and self._path_depends_on_worker(ctx, stmt.value, depth + 1)):
                             return True
@@ -561,7 +562,7 @@ class UnscaledReplicaLoss(Rule):
         for func, run in facts.replica_functions.items():
             if isinstance(func, ast.Lambda):
                 continue
-            for node in _walk_own(func.body):
+            for node in walk_own(func.body):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                         and node.func.attr in ("gradient", "minimize") and node.args):
                     continue
@@ -589,7 +590,7 @@ class UnscaledReplicaLoss(Rule):
             return self._unscaled(ctx, expr.left, func, depth + 1) + self._unscaled(ctx, expr.right, func, depth + 1)
         if isinstance(expr, ast.Name):
             out: list[ast.AST] = []
-            for stmt in _walk_own(func.body):
+            for stmt in walk_own(func.body):
                 if isinstance(stmt, (ast.Assign, ast.AugAssign)):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     if any(isinstance(t, ast.Name) and t.id == expr.id for t in targets):
@@ -608,7 +609,7 @@ class UnscaledReplicaLoss(Rule):
         if isinstance(expr.func, ast.Name):
             out = []
             for helper in a.functions.get(expr.func.id, []):
-                for stmt in _walk_own(helper.body):
+                for stmt in walk_own(helper.body):
                     if isinstance(stmt, ast.Return) and stmt.value is not None:
                         out += self._unscaled(ctx, stmt.value, helper, depth + 1)
             return out
