@@ -116,34 +116,16 @@ class Analysis:
             p = self.parents.get(p)
 
     def enclosing_function(self, node: ast.AST) -> FunctionNode | None:
-        memo = self.__dict__.get("_enclosing_function")
-        if memo is None:
-            memo = self.__dict__["_enclosing_function"] = {}
-        got = memo.get(node, _MISSING)
-        if got is not _MISSING:
-            return got
-        parents = self.parents
-        path = [node]
-        result = None
-        p = parents.get(node)
-        while p is not None:
-            if isinstance(p, _FUNCS):
-                result = p
-                break
-            got = memo.get(p, _MISSING)
-            if got is not _MISSING:
-                result = got
-                break
-            path.append(p)
-            p = parents.get(p)
-        for q in path:
-            memo[q] = result
-        return result
+        return self._enclosing(node, _FUNCS, "_enclosing_function")
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        memo = self.__dict__.get("_enclosing_class")
+        return self._enclosing(node, ast.ClassDef, "_enclosing_class")
+
+    def _enclosing(self, node: ast.AST, types: Any, memo_name: str) -> Any:
+        """The nearest ancestor of ``node`` of ``types``, memoised for every node on the way."""
+        memo = self.__dict__.get(memo_name)
         if memo is None:
-            memo = self.__dict__["_enclosing_class"] = {}
+            memo = self.__dict__[memo_name] = {}
         got = memo.get(node, _MISSING)
         if got is not _MISSING:
             return got
@@ -152,7 +134,7 @@ class Analysis:
         result = None
         p = parents.get(node)
         while p is not None:
-            if isinstance(p, ast.ClassDef):
+            if isinstance(p, types):
                 result = p
                 break
             got = memo.get(p, _MISSING)
