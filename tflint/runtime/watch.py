@@ -193,30 +193,17 @@ class ProfileSession:
     # -- events -------------------------------------------------------------------------
     def _on_step(self, step: int, now: float) -> None:
         # a failing hook disables itself only (not the step source that called us)
-        mem = self.memory
-        if mem is not None and mem.active:
-            try:
-                mem.sample(step, now)
-            except Exception as exc:  # noqa: BLE001
-                mem.fail(exc, "per-step memory sample")
-        gpu = self.gpu
-        if gpu is not None and gpu.active:
-            try:
-                gpu.sample(step, now)
-            except Exception as exc:  # noqa: BLE001
-                gpu.fail(exc, "per-step GPU sample")
-        inp = self.input
-        if inp is not None and inp.active:
-            try:
-                inp.on_step(step, now)
-            except Exception as exc:  # noqa: BLE001
-                inp.fail(exc, "per-step input-wait window")
-        pl = self.placement
-        if pl is not None and pl.active:
-            try:
-                pl.on_step(step, now)
-            except Exception as exc:  # noqa: BLE001
-                pl.fail(exc, "per-step placement check")
+        for hook, handler, what in (
+            (self.memory, "sample", "per-step memory sample"),
+            (self.gpu, "sample", "per-step GPU sample"),
+            (self.input, "on_step", "per-step input-wait window"),
+            (self.placement, "on_step", "per-step placement check"),
+        ):
+            if hook is not None and hook.active:
+                try:
+                    getattr(hook, handler)(step, now)
+                except Exception as exc:  # noqa: BLE001
+                    hook.fail(exc, what)
         if self.live is not None and now - self._last_live >= LIVE_INTERVAL_S:
             self._last_live = now
             try:
