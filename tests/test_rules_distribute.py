@@ -9,7 +9,6 @@ import pytest
 
 from tests.rule_harness import expected, run_rules
 from tflint.analysis import Analysis
-from tflint.analysis.strategies import strategy_facts
 from tflint.rules import get_rule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +185,7 @@ def test_508_loss_object_with_sum_reduction_not_flagged():
 def test_strategy_facts_on_fixture():
     src = (ROOT / "fixtures" / "check" / "distribute_clean_custom_loop.py").read_text()
     tree = ast.parse(src)
-    facts = strategy_facts(Analysis(tree, src))
+    facts = Analysis(tree, src).strategies
     assert facts.kinds == {"MirroredStrategy"}
     assert len(facts.scope_blocks) == 1
     assert [f.name for f in facts.replica_functions] == ["replica_step"]

@@ -302,8 +302,3 @@ def _calls_in(expr: ast.AST) -> list[ast.Call]:
     if isinstance(expr, ast.BoolOp):
         return [c for v in expr.values for c in _calls_in(v)]
     return []
-
-
-def strategy_facts(analysis: Analysis) -> StrategyFacts:
-    """The module's strategy facts, computed once per analysis."""
-    return analysis.strategies

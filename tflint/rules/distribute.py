@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 
 from tflint.analysis.astutil import dotted, walk_own
-from tflint.analysis.strategies import strategy_facts
 from tflint.finding import Severity
 from tflint.rules.base import Rule, RuleContext
 
@@ -22,7 +21,7 @@ _MODEL_CALLS = frozenset({
 
 
 def _strategy_line(ctx: RuleContext) -> int | None:
-    facts = strategy_facts(ctx.analysis)
+    facts = ctx.analysis.strategies
     return facts.strategies[0].call.lineno if facts.strategies else None
 
 
@@ -137,7 +136,7 @@ class VariableOutsideStrategyScope(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
-        facts = strategy_facts(a)
+        facts = a.strategies
         if not facts.uses_strategy or not (facts.scope_blocks or facts.run_calls):
             return
         line = _strategy_line(ctx)
@@ -216,7 +215,7 @@ class UndistributedDataset(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
-        facts = strategy_facts(a)
+        facts = a.strategies
         if not facts.run_calls:
             return
         reported: set[ast.AST] = set()
@@ -362,7 +361,7 @@ class UnguardedMultiWorkerWrite(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
-        facts = strategy_facts(a)
+        facts = a.strategies
         if not facts.multi_worker:
             return
         line = next(s.call.lineno for s in facts.strategies if s.kind == "MultiWorkerMirroredStrategy")
@@ -557,7 +556,7 @@ class UnscaledReplicaLoss(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         a = ctx.analysis
-        facts = strategy_facts(a)
+        facts = a.strategies
         reported: set[ast.AST] = set()
         for func, run in facts.replica_functions.items():
             if isinstance(func, ast.Lambda):
