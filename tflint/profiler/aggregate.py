@@ -48,6 +48,12 @@ def _hook_status(session: Any) -> dict[str, Any]:
             out[kind] = h.status_dict()
     if session.steps is not None:
         out["steps"] = session.steps.status_dict()
+        if out["steps"].get("status") == "failed":
+            # memory and input wait are sampled per step: without steps they were not measured
+            for kind in ("input-stall", "memory-growth"):
+                if out[kind].get("status") == "ok":
+                    out[kind] = {"status": "failed",
+                                 "reason": f"sampled per step, and step counting failed: {out['steps'].get('reason')}"}
     if getattr(session, "distribute", None) is not None:
         out["distribute"] = session.distribute.status_dict()
     if session.input is not None and out["input-stall"].get("status") == "ok":
