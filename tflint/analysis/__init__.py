@@ -33,7 +33,7 @@ class Analysis:
 
     @cached_property
     def imports(self) -> ImportMap:
-        return ImportMap(self.tree, self)
+        return ImportMap(self)
 
     @cached_property
     def _index(self) -> tuple[list[ast.AST], dict[ast.AST, ast.AST], dict[type, list[int]]]:

@@ -30,3 +30,14 @@ def dotted(expr: ast.AST) -> str | None:
         parts.append(expr.id)
         return ".".join(reversed(parts))
     return None
+
+
+def flatten_targets(expr: ast.AST) -> Iterator[ast.AST]:
+    """The leaves of an assignment target or sequence: ``a, (b, *c)`` → ``a``, ``b``, ``c``."""
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        for el in expr.elts:
+            yield from flatten_targets(el)
+    elif isinstance(expr, ast.Starred):
+        yield from flatten_targets(expr.value)
+    else:
+        yield expr

@@ -40,14 +40,10 @@ def normalise(name: str) -> str:
 class ImportMap:
     """Module-wide import aliases plus single-assignment call origins per scope."""
 
-    def __init__(self, tree: ast.Module, analysis=None) -> None:
+    def __init__(self, analysis) -> None:
         self.aliases: dict[str, str] = {}
         # names bound by imports anywhere in the module (function-level imports included)
-        if analysis is not None:
-            import_nodes = analysis.nodes(ast.Import, ast.ImportFrom)
-        else:
-            import_nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-        for node in import_nodes:
+        for node in analysis.nodes(ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -61,7 +57,7 @@ class ImportMap:
                     if a.name == "*":
                         continue
                     self.aliases[a.asname or a.name] = normalise(f"{base}.{a.name}")
-        self._origins = _collect_origins(tree) if analysis is None else _origins_from(analysis)
+        self._origins = _origins_from(analysis)
         self._resolving: set[tuple[int, str]] = set()  # guards `x = x()` and other cycles
 
     @property
@@ -122,8 +118,11 @@ class ImportMap:
 
 
 def _origins_from(analysis) -> dict[tuple[int, str], ast.AST]:
-    """:func:`_collect_origins` from the module's node index (no walk of its own): the scope
-    of an assignment is its enclosing function (classes share their enclosing scope)."""
+    """(scope id, name) → the callee expression of the single ``name = callee(...)`` in scope.
+
+    Names assigned more than once in a scope are dropped (their origin is ambiguous). The
+    scope of an assignment is its enclosing function (classes share their enclosing scope);
+    the module scope has id 0."""
     origins: dict[tuple[int, str], ast.AST | None] = {}
     enclosing = analysis.enclosing_function
     for node in analysis.nodes(ast.Assign, ast.AnnAssign):
@@ -141,39 +140,4 @@ def _origins_from(analysis) -> dict[tuple[int, str], ast.AST]:
                     origins[k] = node.value.func
                 else:
                     origins[k] = None
-    return {k: v for k, v in origins.items() if v is not None}
-
-
-def _collect_origins(tree: ast.Module) -> dict[tuple[int, str], ast.AST]:
-    """(scope id, name) → the callee expression of the single ``name = callee(...)`` in scope.
-
-    Names assigned more than once in a scope are dropped (their origin is ambiguous).
-    The module scope has id 0.
-    """
-    origins: dict[tuple[int, str], ast.AST | None] = {}
-
-    def visit(body_owner: ast.AST, key: int) -> None:
-        stack = list(ast.iter_child_nodes(body_owner))
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                visit(node, id(node))
-                continue
-            if isinstance(node, ast.ClassDef):
-                visit(node, key)
-                continue
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        k = (key, t.id)
-                        if k in origins:
-                            origins[k] = None
-                        elif isinstance(node.value, ast.Call):
-                            origins[k] = node.value.func
-                        else:
-                            origins[k] = None
-            stack.extend(ast.iter_child_nodes(node))
-
-    visit(tree, 0)
     return {k: v for k, v in origins.items() if v is not None}

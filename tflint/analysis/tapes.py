@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tflint.analysis.astutil import flatten_targets, walk_own
+
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
 
@@ -98,23 +100,11 @@ _PY_METHODS_CUT = frozenset({"numpy", "item", "tolist", "__array__"})
 _STATIC_ATTRS = frozenset({"shape", "dtype", "ndim", "name", "device", "op", "graph"})
 _BUILTINS = frozenset(dir(builtins))
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 UNKNOWN = ("unknown",)
 
 
 def pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-
-
-def walk_scope(nodes):
-    """Walk ``nodes`` without entering nested functions, lambdas or classes."""
-    stack = list(reversed(list(nodes)))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def attr_root(expr: ast.AST) -> ast.AST:
@@ -538,7 +528,9 @@ class _Interp:
             return v
         return replace(v, deps=deps, fwd=fwd)
 
-    def op(self, vals, kind_hint: str = "op", kind: str | None = None, **extra) -> Val:
+    @staticmethod
+    def _merge(vals) -> tuple[frozenset, frozenset, frozenset, set]:
+        """Union of the values' dependencies, cuts and forward-pass links, and their kinds."""
         deps: frozenset = frozenset()
         cuts: frozenset = frozenset()
         fwd: frozenset = frozenset()
@@ -548,6 +540,11 @@ class _Interp:
             cuts |= v.cuts
             fwd |= v.fwd
             kinds.add(v.kind)
+        return deps, cuts, fwd, kinds
+
+    def op(self, vals, kind_hint: str = "op", kind: str | None = None, **extra) -> Val:
+        vals = list(vals)
+        deps, cuts, fwd, kinds = self._merge(vals)
         if kind is None:
             if kinds & {"tensor", "variable", "array"}:
                 kind = "tensor"
@@ -562,15 +559,7 @@ class _Interp:
         return Val(deps=deps, cuts=cuts, fwd=fwd, kind=kind, op=kind_hint, **extra)
 
     def passthrough(self, vals, kind: str | None = None) -> Val:
-        deps: frozenset = frozenset()
-        cuts: frozenset = frozenset()
-        fwd: frozenset = frozenset()
-        kinds = set()
-        for v in vals:
-            deps |= v.deps
-            cuts |= v.cuts
-            fwd |= v.fwd
-            kinds.add(v.kind)
+        deps, cuts, fwd, kinds = self._merge(vals)
         if kind is None:
             kind = kinds.pop() if len(kinds) == 1 else "unknown"
         return Val(deps=deps, cuts=cuts, fwd=fwd, kind=kind)
@@ -891,7 +880,7 @@ class _Interp:
             tokens = None
         else:
             tokens = self.source_tokens(sources)
-            for e in _flatten(sources):
+            for e in list(flatten_targets(sources)):
                 name = e.id if isinstance(e, ast.Name) else None
                 v = self.read_quiet(e)
                 watched = name is not None and name in self.watched
@@ -963,17 +952,6 @@ class _Interp:
         if isinstance(expr, ast.Starred):
             return self.source_tokens(expr.value)
         return None
-
-
-def _flatten(expr: ast.AST) -> list[ast.AST]:
-    if isinstance(expr, (ast.List, ast.Tuple)):
-        out: list[ast.AST] = []
-        for e in expr.elts:
-            out.extend(_flatten(e))
-        return out
-    if isinstance(expr, ast.Starred):
-        return _flatten(expr.value)
-    return [expr]
 
 
 def _short(f: ast.AST) -> str:
@@ -1326,12 +1304,12 @@ class TapeFacts:
             return None
         name = target.id
         module_level = scope is self.a.tree or any(
-            isinstance(n, ast.Global) and name in n.names for n in walk_scope(getattr(scope, "body", []))
+            isinstance(n, ast.Global) and name in n.names for n in walk_own(getattr(scope, "body", []))
         )
         if module_level:
             return f"bound to the module-level name `{name}`", {name}
         # a local tape stored on an object or in a container
-        for node in walk_scope(scope.body):  # type: ignore[attr-defined]
+        for node in walk_own(scope.body):  # type: ignore[attr-defined]
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name:
                 for t in node.targets:
                     if isinstance(t, (ast.Attribute, ast.Subscript)):
@@ -1349,7 +1327,7 @@ class TapeFacts:
 
     def _released(self, scope: ast.AST, call: ast.Call, names: set[str]) -> bool:
         body = getattr(scope, "body", [])
-        for node in walk_scope(body):
+        for node in walk_own(body):
             if pos(node) <= pos(call):
                 continue
             if isinstance(node, ast.Delete):
@@ -1574,7 +1552,7 @@ class TapeFacts:
                 and (self.scope_of(n) is scope or not self.assignments(name, n))
             )
         else:
-            nodes = walk_scope(getattr(scope, "body", []))
+            nodes = walk_own(getattr(scope, "body", []))
         for node in nodes:
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and (
                 pos(node) > pos(assign) or self.scope_of(node) is not scope
@@ -1653,7 +1631,7 @@ class TapeFacts:
             for d in defs:
                 if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(d)):
                     local_funcs_mentioning.add(fname)
-        for node in walk_scope(getattr(scope, "body", [])):
+        for node in walk_own(getattr(scope, "body", [])):
             if not isinstance(node, ast.Call):
                 continue
             in_loop = any(lp in set(self.a.ancestors(node)) for lp in read_loops)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from tflint.analysis.astutil import walk_own
+from tflint.analysis.astutil import flatten_targets, walk_own
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
@@ -398,7 +398,7 @@ class TracedFunctions:
                         else:
                             continue
                         for t in targets:
-                            for el in _flatten(t):
+                            for el in flatten_targets(t):
                                 if _is_self_attr(el):
                                     table.setdefault(el.attr, []).append(value)
         return table.get(attr, [])
@@ -696,19 +696,9 @@ def _param_names(func: ast.AST) -> set[str]:
 
 
 def _target_names(t: ast.AST):
-    for el in _flatten(t):
+    for el in flatten_targets(t):
         if isinstance(el, ast.Name):
             yield el.id
-
-
-def _flatten(t: ast.AST):
-    if isinstance(t, (ast.Tuple, ast.List)):
-        for el in t.elts:
-            yield from _flatten(el)
-    elif isinstance(t, ast.Starred):
-        yield from _flatten(t.value)
-    else:
-        yield t
 
 
 def _bound_names(owner: ast.AST) -> set[str]:

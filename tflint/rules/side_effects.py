@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from tflint.analysis.astutil import flatten_targets
 from tflint.finding import Fix, Severity
 from tflint.rules._fixes import tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
@@ -304,22 +305,12 @@ def _plain_python_value(ctx: RuleContext, value: ast.AST) -> bool:
 
 def _assigned_targets(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.Assign):
-        return [el for t in node.targets for el in _elts(t)]
+        return [el for t in node.targets for el in flatten_targets(t)]
     if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
         return [node.target]
     if isinstance(node, (ast.For, ast.AsyncFor)):
-        return list(_elts(node.target))
+        return list(flatten_targets(node.target))
     return []
-
-
-def _elts(t: ast.AST):
-    if isinstance(t, (ast.Tuple, ast.List)):
-        for el in t.elts:
-            yield from _elts(el)
-    elif isinstance(t, ast.Starred):
-        yield from _elts(t.value)
-    else:
-        yield t
 
 
 class RebindingInTracedCode(Rule):
