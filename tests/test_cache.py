@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from tflint import __version__
-from tflint.cache import Cache, file_key
-from tflint.engine import lint_bytes
+from tflint.check.cache import Cache, file_key
+from tflint.check.engine import lint_bytes
 from tflint.rules import resolve
 
 BAD = "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    print(x)\n    return x\n"
@@ -135,7 +135,7 @@ def test_unwritable_cache_dir_is_not_fatal(tmp_path):
 
 
 def test_fingerprint_follows_code_and_stale_caches_are_removed(tmp_path):
-    from tflint.cache import code_fingerprint
+    from tflint.check.cache import code_fingerprint
 
     assert code_fingerprint() == code_fingerprint()
     stale = tmp_path / "c" / __version__ / "0123456789abcdef01234567.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tflint.config import ConfigError, ConfigFinder, Overrides, load_file, make_settings
+from tflint.check.config import ConfigError, ConfigFinder, Overrides, load_file, make_settings
 
 BAD = "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    print(x)\n    return x\n"
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tflint.engine import lint_bytes, lint_many, lint_text, may_use_tensorflow, sort_findings
+from tflint.check.engine import lint_bytes, lint_many, lint_text, may_use_tensorflow, sort_findings
 from tflint.finding import Severity
 from tflint.rules import get_rule, resolve
 from tflint.rules.base import Rule

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from tflint.finding import Edit, Fix
-from tflint.fix import apply_fixes, fix_file, parses
+from tflint.check.fix import apply_fixes, fix_file, parses
 from tflint.rules import get_rule, resolve
 from tflint.rules.base import Rule
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from tests.rule_harness import run_rules
-from tflint.fix import apply_fixes, parses
+from tflint.check.fix import apply_fixes, parses
 from tflint.rules.input_pipeline import DatasetWithoutPrefetch, MapWithoutParallelCalls
 from tflint.rules.modes import LogOfSoftmax
 from tflint.rules.side_effects import PrintInTracedCode

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tflint.finding import Edit, Finding, Fix, Severity
-from tflint.render import FORMATS, RenderContext, get_renderer, statistics
+from tflint.check.render import FORMATS, RenderContext, get_renderer, statistics
 from tflint.rules import get_rule
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -417,9 +417,9 @@ def test_renderers_import_nothing_heavy():
     """Rendering (even with colour) must not pull in rich; unused formats stay unimported."""
     code = (
         "import sys\n"
-        "from tflint.render import get_renderer, RenderContext\n"
-        "import tflint.render\n"
-        "assert 'tflint.render.sarif' not in sys.modules\n"
+        "from tflint.check.render import get_renderer, RenderContext\n"
+        "import tflint.check.render\n"
+        "assert 'tflint.check.render.sarif' not in sys.modules\n"
         "from tflint.finding import Finding\n"
         "f = Finding('TFL101', 'm', 'x.py', 1, 0, 1, 1)\n"
         "for n in ('full', 'concise', 'json', 'github'):\n"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from tflint.cli import app
 from tflint.finding import Severity
-from tflint.render import ruledoc
+from tflint.check.render import ruledoc
 from tflint.rules import all_rules
 from tflint.rules.base import Rule
 

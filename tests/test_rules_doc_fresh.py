@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from tflint.render.ruledoc import REGENERATE_COMMAND, markdown_reference
+from tflint.check.render.ruledoc import REGENERATE_COMMAND, markdown_reference
 from tflint.rules import all_rules
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rules.md"

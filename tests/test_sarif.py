@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tflint.finding import Edit, Finding, Fix, Severity
-from tflint.render import RenderContext, get_renderer
+from tflint.check.render import RenderContext, get_renderer
 from tflint.rules import all_rules
 
 SCHEMA = Path(__file__).resolve().parents[1].parent / "shared/data/sarif-schema-2.1.0.json"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tflint.source import (
+from tflint.check.source import (
     SourceError,
     decode,
     decode_notebook,

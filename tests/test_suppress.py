@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tflint.engine import lint_text
+from tflint.check.engine import lint_text
 from tflint.rules import resolve
-from tflint.suppress import scan
+from tflint.check.suppress import scan
 
 ALL = resolve()
 

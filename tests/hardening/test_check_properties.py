@@ -27,7 +27,7 @@ from tests.hardening._oracle import (
     relative_names,
     run_tflint,
 )
-from tflint.engine import PARSE_ERROR_CODE, lint_bytes, lint_text
+from tflint.check.engine import PARSE_ERROR_CODE, lint_bytes, lint_text
 from tflint.rules import all_rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -336,7 +336,7 @@ def test_any_notebook_bytes(raw: bytes) -> None:
 @settings(max_examples=150 * SCALE, **SETTINGS)
 @given(notebooks())
 def test_fixing_any_notebook_keeps_valid_json(raw: bytes) -> None:
-    from tflint.fix import fix_file
+    from tflint.check.fix import fix_file
 
     outcome = fix_file("nb.ipynb", raw, ALL, unsafe=True)
     assert outcome.errors == []
@@ -352,7 +352,7 @@ def test_fixing_any_notebook_keeps_valid_json(raw: bytes) -> None:
 @settings(max_examples=150 * SCALE, **SETTINGS)
 @given(tf_modules())
 def test_fixing_any_program_keeps_it_parsing(program: str) -> None:
-    from tflint.fix import fix_file
+    from tflint.check.fix import fix_file
 
     assume(python_accepts_text(program))
     outcome = fix_file("gen.py", program.encode(), ALL, unsafe=True)

@@ -1,7 +1,7 @@
 """Same findings, same order, whatever the parallelism and whatever state the cache is in.
 
 The engine checks files in a process pool when it has more than one CPU and at least
-``PARALLEL_MIN_FILES`` files (``tflint.engine.lint_many``); the command line is forced serial by
+``PARALLEL_MIN_FILES`` files (``tflint.check.engine.lint_many``); the command line is forced serial by
 pinning the process to one CPU and parallel by giving it two. The cache lives in
 ``<project>/.tflint_cache/<version>/<code fingerprint>.json``; a cache that is garbage, from
 another version or format, malformed, unwritable or forged for other content is ignored and
@@ -20,8 +20,8 @@ import pytest
 
 from tests.hardening._oracle import assert_no_crash, run_tflint
 from tflint import __version__
-from tflint.cache import CACHE_DIR_NAME, Cache, file_key
-from tflint.engine import PARALLEL_MIN_FILES, lint_many, sort_findings
+from tflint.check.cache import CACHE_DIR_NAME, Cache, file_key
+from tflint.check.engine import PARALLEL_MIN_FILES, lint_many, sort_findings
 from tflint.rules import all_rules
 
 ROOT = Path(__file__).resolve().parents[2]

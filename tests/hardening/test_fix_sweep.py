@@ -24,7 +24,7 @@ from tests.hardening._oracle import (
     run_tflint,
     tflint_cmd,
 )
-from tflint.fix import fix_file
+from tflint.check.fix import fix_file
 from tflint.rules import all_rules
 
 pytestmark = pytest.mark.slow

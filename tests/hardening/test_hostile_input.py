@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.hardening._oracle import assert_no_crash, run_tflint
-from tflint.engine import PARSE_ERROR_CODE, lint_text
+from tflint.check.engine import PARSE_ERROR_CODE, lint_text
 from tflint.rules import all_rules
 
 ALL = frozenset(r.code for r in all_rules())

@@ -165,7 +165,7 @@ def run_check(opts: CheckOptions) -> int:
     import os
     import sys
 
-    from tflint.config import ConfigError, ConfigFinder, Overrides, make_settings
+    from tflint.check.config import ConfigError, ConfigFinder, Overrides, make_settings
 
     fmt = (opts.output_format or "").strip().lower()
     if fmt not in OUTPUT_FORMATS:
@@ -212,11 +212,11 @@ def run_check(opts: CheckOptions) -> int:
             _safe_write(sys.stdout, f + "\n")
         return 0
 
-    from tflint.engine import PARSE_ERROR_CODE, FileResult, lint_many, parse_error, sort_findings
+    from tflint.check.engine import PARSE_ERROR_CODE, FileResult, lint_many, parse_error, sort_findings
 
     cache = None
     if not opts.no_cache:
-        from tflint.cache import Cache
+        from tflint.check.cache import Cache
 
         cache_dir = _cache_dir(finder, cwd)
         cache = Cache(cache_dir) if cache_dir else None
@@ -238,7 +238,7 @@ def run_check(opts: CheckOptions) -> int:
                 continue
             raws[disp] = raw
             if cache is not None:
-                from tflint.cache import file_key
+                from tflint.check.cache import file_key
 
                 key = keys[disp] = file_key(disp, raw, enabled)
                 hit = cache.get(key, disp)
@@ -262,7 +262,7 @@ def run_check(opts: CheckOptions) -> int:
 
     fixed_total = 0
     if opts.fix or opts.diff:
-        from tflint.fix import fix_file
+        from tflint.check.fix import fix_file
 
         fixable = [
             disp
@@ -371,7 +371,7 @@ def _cache_dir(finder, cwd: str) -> str | None:
     configuration and the tree come with the repository and must not steer writes elsewhere."""
     import os
 
-    from tflint.cache import CACHE_DIR_NAME
+    from tflint.check.cache import CACHE_DIR_NAME
 
     env = os.environ.get("TFLINT_CACHE_DIR")
     if env:
@@ -408,7 +408,7 @@ def _inside_requested(abspath: str, paths: list[str], cwd: str) -> bool:
 def _collect(paths: list[str], cwd: str, settings_for_dir, force_exclude: bool = False) -> list[str]:
     import os
 
-    from tflint.discover import walk
+    from tflint.check.discover import walk
 
     def excluded(parent: str, path: str) -> bool:
         return settings_for_dir(parent).is_excluded(path)
@@ -454,7 +454,7 @@ def _source_lines_factory(raws: dict[str, bytes]):
             raw = raws.get(path)
             lines = None
             if raw is not None:
-                from tflint.source import SourceError, decode_python
+                from tflint.check.source import SourceError, decode_python
 
                 try:
                     lines = _lines(decode_python(raw).text)
@@ -469,7 +469,7 @@ def _source_lines_factory(raws: dict[str, bytes]):
             lines = None
             raw = raws.get(path)
             if raw is not None:
-                from tflint.source import SourceError, decode_notebook
+                from tflint.check.source import SourceError, decode_notebook
 
                 try:
                     doc = decode_notebook(raw).document or {}
@@ -496,7 +496,7 @@ def _emit(findings, opts: CheckOptions, fmt: str, cwd: str, raws: dict[str, byte
         if fmt == "full" and not opts.quiet:
             out.write("All checks passed!\n")
         return
-    import tflint.render as render
+    import tflint.check.render as render
 
     if opts.statistics:
         text = render.statistics(findings, "json" if fmt == "json" else "text")
@@ -529,7 +529,7 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
     import os
     import sys
 
-    from tflint.engine import lint_bytes, sort_findings
+    from tflint.check.engine import lint_bytes, sort_findings
 
     raw = sys.stdin.buffer.read()
     name = opts.stdin_filename or "-"
@@ -545,7 +545,7 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
     errors = list(res.errors)
     raws = {disp: raw}
     if opts.fix or opts.diff:
-        from tflint.fix import fix_file
+        from tflint.check.fix import fix_file
 
         outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes)
         errors.extend(outcome.errors)

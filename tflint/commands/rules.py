@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Print a rule's documentation: what it detects, why, an example and the fix."""
-        from tflint.render import ruledoc
+        from tflint.check.render import ruledoc
 
         fmt = _check_format(output_format, RULE_FORMATS)
         rules = _load_rules()
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """List every rule: code, name, severity, whether it can be fixed, summary."""
-        from tflint.render import ruledoc
+        from tflint.check.render import ruledoc
 
         fmt = _check_format(output_format, RULES_FORMATS)
         rules = _load_rules()

@@ -7,12 +7,15 @@ re-derive shared facts (import aliases, traced functions, tape blocks, dataset c
 loops): they ask ``ctx.analysis``.
 
 In ``INVALID`` examples every line that must produce a finding of the rule ends with
-``# expect: CODE``; no other line may produce one.  ``VALID`` examples produce none.
+``# expect: CODE``; no other line may produce one.  ``VALID`` examples produce none. Examples are
+written as indented triple-quoted blocks; the class dedents them (and drops the newline after
+the opening quotes) when it is defined.
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
@@ -99,6 +102,15 @@ class Rule:
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for kind in ("VALID", "INVALID"):
+            if kind in cls.__dict__:
+                setattr(cls, kind, [_example(src) for src in cls.__dict__[kind]])
+        for doc in ("example", "use_instead"):
+            if isinstance(cls.__dict__.get(doc), str):
+                setattr(cls, doc, _example(cls.__dict__[doc]))
+
     def check(self, ctx: RuleContext) -> Iterator[None] | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -115,3 +127,8 @@ class Rule:
                     pass
         finally:
             ctx._rule = None
+
+
+def _example(src: str) -> str:
+    """An example as the file it stands for: dedented, without the newline after the quotes."""
+    return textwrap.dedent(src.removeprefix("\n"))

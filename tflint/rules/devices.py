@@ -120,21 +120,51 @@ class SoftDevicePlacement(Rule):
         "bounce between host and device every step and the model trains at CPU speed while the "
         "code says GPU. Turning it on explicitly documents the wish to hide exactly that."
     )
-    example = "tf.config.set_soft_device_placement(True)\n"
+    example = (
+        """
+        tf.config.set_soft_device_placement(True)
+        """
+    )
     use_instead = (
-        "# Let misplaced ops fail loudly while developing:\n"
-        "tf.config.set_soft_device_placement(False)\n"
-        "tf.debugging.set_log_device_placement(True)\n"
+        """
+        # Let misplaced ops fail loudly while developing:
+        tf.config.set_soft_device_placement(False)
+        tf.debugging.set_log_device_placement(True)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\ntf.config.set_soft_device_placement(False)\n",
-        "import tensorflow as tf\n\nprint(tf.config.get_soft_device_placement())\n",
-        "import tensorflow as tf\n\nconfig = tf.compat.v1.ConfigProto(log_device_placement=True)\n",
+        """
+        import tensorflow as tf
+
+        tf.config.set_soft_device_placement(False)
+        """,
+        """
+        import tensorflow as tf
+
+        print(tf.config.get_soft_device_placement())
+        """,
+        """
+        import tensorflow as tf
+
+        config = tf.compat.v1.ConfigProto(log_device_placement=True)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\ntf.config.set_soft_device_placement(True)  # expect: TFL501\n",
-        "from tensorflow import config\n\nconfig.set_soft_device_placement(enabled=True)  # expect: TFL501\n",
-        "import tensorflow as tf\n\nsession_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)  # expect: TFL501\n",
+        """
+        import tensorflow as tf
+
+        tf.config.set_soft_device_placement(True)  # expect: TFL501
+        """,
+        """
+        from tensorflow import config
+
+        config.set_soft_device_placement(enabled=True)  # expect: TFL501
+        """,
+        """
+        import tensorflow as tf
+
+        session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)  # expect: TFL501
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -178,24 +208,78 @@ class DeviceConfigAfterInit(Rule):
         "otherwise."
     )
     example = (
-        "x = tf.constant([1.0])\n"
-        "for gpu in tf.config.list_physical_devices('GPU'):\n"
-        "    tf.config.experimental.set_memory_growth(gpu, True)\n"
+        """
+        x = tf.constant([1.0])
+        for gpu in tf.config.list_physical_devices('GPU'):
+            tf.config.experimental.set_memory_growth(gpu, True)
+        """
     )
     use_instead = (
-        "for gpu in tf.config.list_physical_devices('GPU'):\n"
-        "    tf.config.experimental.set_memory_growth(gpu, True)\n"
-        "x = tf.constant([1.0])\n"
+        """
+        for gpu in tf.config.list_physical_devices('GPU'):
+            tf.config.experimental.set_memory_growth(gpu, True)
+        x = tf.constant([1.0])
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nfor gpu in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(gpu, True)\nx = tf.constant(1.0)\n",
-        "import tensorflow as tf\n\ndef setup():\n    gpus = tf.config.list_physical_devices('GPU')\n    tf.config.set_visible_devices(gpus[:1], 'GPU')\n\ndef main():\n    setup()\n    return tf.zeros([2])\n",
-        "import tensorflow as tf\n\ntf.random.set_seed(0)\ntf.config.set_soft_device_placement(False)\ngpus = tf.config.list_physical_devices('GPU')\nif gpus:\n    tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)])\n",
+        """
+        import tensorflow as tf
+
+        for gpu in tf.config.list_physical_devices('GPU'):
+            tf.config.experimental.set_memory_growth(gpu, True)
+        x = tf.constant(1.0)
+        """,
+        """
+        import tensorflow as tf
+
+        def setup():
+            gpus = tf.config.list_physical_devices('GPU')
+            tf.config.set_visible_devices(gpus[:1], 'GPU')
+
+        def main():
+            setup()
+            return tf.zeros([2])
+        """,
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(0)
+        tf.config.set_soft_device_placement(False)
+        gpus = tf.config.list_physical_devices('GPU')
+        if gpus:
+            tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)])
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nx = tf.constant([1.0, 2.0])\nfor gpu in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(gpu, True)  # expect: TFL502\n",
-        "import tensorflow as tf\n\ndef main():\n    strategy = tf.distribute.MirroredStrategy()\n    gpus = tf.config.list_physical_devices('GPU')\n    try:\n        tf.config.set_visible_devices(gpus[0], 'GPU')  # expect: TFL502\n    except RuntimeError as e:\n        print(e)\n    return strategy\n",
-        "import tensorflow as tensorflow_lib\n\ndef configure():\n    gpus = tensorflow_lib.config.list_physical_devices('GPU')\n    tensorflow_lib.config.experimental.set_virtual_device_configuration(gpus[0], [])  # expect: TFL502\n\nweights = tensorflow_lib.Variable(tensorflow_lib.zeros([3]))\nconfigure()\n",
+        """
+        import tensorflow as tf
+
+        x = tf.constant([1.0, 2.0])
+        for gpu in tf.config.list_physical_devices('GPU'):
+            tf.config.experimental.set_memory_growth(gpu, True)  # expect: TFL502
+        """,
+        """
+        import tensorflow as tf
+
+        def main():
+            strategy = tf.distribute.MirroredStrategy()
+            gpus = tf.config.list_physical_devices('GPU')
+            try:
+                tf.config.set_visible_devices(gpus[0], 'GPU')  # expect: TFL502
+            except RuntimeError as e:
+                print(e)
+            return strategy
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        def configure():
+            gpus = tensorflow_lib.config.list_physical_devices('GPU')
+            tensorflow_lib.config.experimental.set_virtual_device_configuration(gpus[0], [])  # expect: TFL502
+
+        weights = tensorflow_lib.Variable(tensorflow_lib.zeros([3]))
+        configure()
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -276,27 +360,111 @@ class TensorsAccumulatedInLoop(Rule):
         "summing the list later forces a device sync per element."
     )
     example = (
-        "losses = []\n"
-        "for x, y in ds:\n"
-        "    loss = train_step(x, y)\n"
-        "    losses.append(loss)\n"
+        """
+        losses = []
+        for x, y in ds:
+            loss = train_step(x, y)
+            losses.append(loss)
+        """
     )
     use_instead = (
-        "mean_loss = tf.keras.metrics.Mean()\n"
-        "for x, y in ds:\n"
-        "    loss = train_step(x, y)\n"
-        "    mean_loss.update_state(loss)   # or losses.append(float(loss))\n"
+        """
+        mean_loss = tf.keras.metrics.Mean()
+        for x, y in ds:
+            loss = train_step(x, y)
+            mean_loss.update_state(loss)   # or losses.append(float(loss))
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef train_step(x):\n    return tf.reduce_sum(x)\n\nlosses = []\nfor x in tf.data.Dataset.range(3).prefetch(1):\n    loss = train_step(x)\n    losses.append(float(loss))\n",
-        "import tensorflow as tf\n\n@tf.function\ndef train_step(x):\n    return tf.reduce_sum(x)\n\nlosses = []\nfor x in tf.data.Dataset.range(3).prefetch(1):\n    loss = train_step(x)\n    losses.append(loss.numpy())\n",
-        "import tensorflow as tf\n\ndef train(model, batches):\n    history = []\n    for x, y in batches:\n        loss = model.train_on_batch(x, y)\n        history.append(loss)\n    return history\n",
-        "import tensorflow as tf\n\n@tf.function\ndef train_step(x):\n    return tf.reduce_sum(x)\n\nfor epoch in range(3):\n    epoch_losses = []\n    for step in range(10):\n        lr = 0.1 * step\n        epoch_losses.append(lr)\n        train_step(tf.constant(1.0))\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_sum(x)
+
+        losses = []
+        for x in tf.data.Dataset.range(3).prefetch(1):
+            loss = train_step(x)
+            losses.append(float(loss))
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_sum(x)
+
+        losses = []
+        for x in tf.data.Dataset.range(3).prefetch(1):
+            loss = train_step(x)
+            losses.append(loss.numpy())
+        """,
+        """
+        import tensorflow as tf
+
+        def train(model, batches):
+            history = []
+            for x, y in batches:
+                loss = model.train_on_batch(x, y)
+                history.append(loss)
+            return history
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_sum(x)
+
+        for epoch in range(3):
+            epoch_losses = []
+            for step in range(10):
+                lr = 0.1 * step
+                epoch_losses.append(lr)
+                train_step(tf.constant(1.0))
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef train_step(x):\n    return tf.reduce_sum(x)\n\nlosses = []\nfor x in tf.data.Dataset.range(3).prefetch(1):\n    loss = train_step(x)\n    losses.append(loss)  # expect: TFL503\n",
-        "import tensorflow as tf\nfrom tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nloss_fn = keras.losses.MeanSquaredError()\nopt = keras.optimizers.Adam()\n\ndef train(batches):\n    history = []\n    for x, y in batches:\n        with tf.GradientTape() as tape:\n            loss = loss_fn(y, model(x))\n        grads = tape.gradient(loss, model.trainable_variables)\n        opt.apply_gradients(zip(grads, model.trainable_variables))\n        history.append(loss)  # expect: TFL503\n    return history\n",
-        "import tensorflow as tf\n\nstep_fn = tf.function(lambda x: x * 2)\nouts = []\nfor i in range(100):\n    out = step_fn(tf.constant(float(i)))\n    outs.append(tf.reduce_mean(out))  # expect: TFL503\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_sum(x)
+
+        losses = []
+        for x in tf.data.Dataset.range(3).prefetch(1):
+            loss = train_step(x)
+            losses.append(loss)  # expect: TFL503
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        loss_fn = keras.losses.MeanSquaredError()
+        opt = keras.optimizers.Adam()
+
+        def train(batches):
+            history = []
+            for x, y in batches:
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x))
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+                history.append(loss)  # expect: TFL503
+            return history
+        """,
+        """
+        import tensorflow as tf
+
+        step_fn = tf.function(lambda x: x * 2)
+        outs = []
+        for i in range(100):
+            out = step_fn(tf.constant(float(i)))
+            outs.append(tf.reduce_mean(out))  # expect: TFL503
+        """,
     ]
 
     _CONVERSIONS = frozenset({"numpy", "item", "tolist"})

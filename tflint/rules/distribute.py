@@ -82,56 +82,130 @@ class VariableOutsideStrategyScope(Rule):
         "replica, or raises in the cross-replica update."
     )
     example = (
-        "strategy = tf.distribute.MirroredStrategy()\n"
-        "model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
-        "optimizer = tf.keras.optimizers.Adam()\n"
-        "with strategy.scope():\n"
-        "    model.compile(optimizer=optimizer, loss='mse')\n"
+        """
+        strategy = tf.distribute.MirroredStrategy()
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+        optimizer = tf.keras.optimizers.Adam()
+        with strategy.scope():
+            model.compile(optimizer=optimizer, loss='mse')
+        """
     )
     use_instead = (
-        "strategy = tf.distribute.MirroredStrategy()\n"
-        "with strategy.scope():\n"
-        "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
-        "    optimizer = tf.keras.optimizers.Adam()\n"
-        "    model.compile(optimizer=optimizer, loss='mse')\n"
+        """
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+            optimizer = tf.keras.optimizers.Adam()
+            model.compile(optimizer=optimizer, loss='mse')
+        """
     )
     VALID = [
-        # created inside the scope
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
-        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n    opt = tf.keras.optimizers.SGD()\n"
-        "    step = tf.Variable(0)\nmodel.compile(optimizer=opt, loss='mse')\n",
-        # created in a builder that is only called inside the scope
-        "import tensorflow as tf\n\ndef build():\n    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "    model.compile(optimizer=tf.keras.optimizers.Adam(), loss='mse')\n    return model\n\n"
-        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\nwith strategy.scope():\n    model = build()\n",
-        # no strategy in this module
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "opt = tf.keras.optimizers.Adam()\nv = tf.Variable(1.0)\n",
-        # a layer (no variables until it is built inside the scope) and a learning-rate schedule
-        "from tensorflow import keras\nimport tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "dense = keras.layers.Dense(4)\nschedule = keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.9)\n"
-        "with strategy.scope():\n    model = keras.Sequential([dense])\n    opt = keras.optimizers.Adam(schedule)\n",
-        # variables inside the replica function (replica context) and in a Keras class body
-        "import tensorflow as tf\n\nclass Net(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.scale = tf.Variable(1.0)\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "with strategy.scope():\n    net = Net()\n\ndef step(x):\n    return net(x)\n\nstrategy.run(step, args=(1.0,))\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            opt = tf.keras.optimizers.SGD()
+            step = tf.Variable(0)
+        model.compile(optimizer=opt, loss='mse')
+        """,
+        """
+        import tensorflow as tf
+
+        def build():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            model.compile(optimizer=tf.keras.optimizers.Adam(), loss='mse')
+            return model
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = build()
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        opt = tf.keras.optimizers.Adam()
+        v = tf.Variable(1.0)
+        """,
+        """
+        from tensorflow import keras
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        dense = keras.layers.Dense(4)
+        schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.9)
+        with strategy.scope():
+            model = keras.Sequential([dense])
+            opt = keras.optimizers.Adam(schedule)
+        """,
+        """
+        import tensorflow as tf
+
+        class Net(tf.keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.scale = tf.Variable(1.0)
+
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            net = Net()
+
+        def step(x):
+            return net(x)
+
+        strategy.run(step, args=(1.0,))
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "model = tf.keras.Sequential([tf.keras.layers.Dense(1)])  # expect: TFL505\n"
-        "with strategy.scope():\n    opt = tf.keras.optimizers.Adam()\n    model.compile(optimizer=opt, loss='mse')\n",
-        "import tensorflow as tf\nfrom tensorflow import keras\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "with strategy.scope():\n    model = keras.Sequential([keras.layers.Dense(1)])\n"
-        "optimizer = keras.optimizers.Adam(1e-3)  # expect: TFL505\n"
-        "loss_metric = keras.metrics.Mean()  # expect: TFL505\n"
-        "global_step = tf.Variable(0, trainable=False)  # expect: TFL505\n",
-        "import tensorflow as tensorflow_lib\n\nclass Net(tensorflow_lib.keras.Model):\n    def call(self, x):\n        return x\n\n"
-        "def build():\n    return Net()  # expect: TFL505\n\ndef main():\n"
-        "    strategy = tensorflow_lib.distribute.MirroredStrategy()\n    model = build()\n"
-        "    with strategy.scope():\n        opt = tensorflow_lib.keras.optimizers.SGD()\n\nmain()\n",
-        "import keras\nimport tensorflow as tf\n\nstrategy = tf.distribute.TPUStrategy()\n"
-        "base = keras.applications.ResNet50(weights=None)  # expect: TFL505\n"
-        "with strategy.scope():\n    head = keras.Sequential([base, keras.layers.Dense(10)])\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])  # expect: TFL505
+        with strategy.scope():
+            opt = tf.keras.optimizers.Adam()
+            model.compile(optimizer=opt, loss='mse')
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([keras.layers.Dense(1)])
+        optimizer = keras.optimizers.Adam(1e-3)  # expect: TFL505
+        loss_metric = keras.metrics.Mean()  # expect: TFL505
+        global_step = tf.Variable(0, trainable=False)  # expect: TFL505
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        class Net(tensorflow_lib.keras.Model):
+            def call(self, x):
+                return x
+
+        def build():
+            return Net()  # expect: TFL505
+
+        def main():
+            strategy = tensorflow_lib.distribute.MirroredStrategy()
+            model = build()
+            with strategy.scope():
+                opt = tensorflow_lib.keras.optimizers.SGD()
+
+        main()
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        strategy = tf.distribute.TPUStrategy()
+        base = keras.applications.ResNet50(weights=None)  # expect: TFL505
+        with strategy.scope():
+            head = keras.Sequential([base, keras.layers.Dense(10)])
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -175,42 +249,103 @@ class UndistributedDataset(Rule):
         "example."
     )
     example = (
-        "for x, y in train_ds:\n"
-        "    strategy.run(train_step, args=(x, y))\n"
+        """
+        for x, y in train_ds:
+            strategy.run(train_step, args=(x, y))
+        """
     )
     use_instead = (
-        "dist_ds = strategy.experimental_distribute_dataset(train_ds)\n"
-        "for x, y in dist_ds:\n"
-        "    strategy.run(train_step, args=(x, y))\n"
+        """
+        dist_ds = strategy.experimental_distribute_dataset(train_ds)
+        for x, y in dist_ds:
+            strategy.run(train_step, args=(x, y))
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "ds = tf.data.Dataset.range(8).batch(4)\ndist = strategy.experimental_distribute_dataset(ds)\n"
-        "def step(x):\n    return x\nfor batch in dist:\n    strategy.run(step, args=(batch,))\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "def make(ctx):\n    return tf.data.Dataset.range(8).batch(ctx.get_per_replica_batch_size(8))\n"
-        "def step(x):\n    return x\n@tf.function\ndef train(it):\n    return strategy.run(step, args=(next(it),))\n"
-        "it = iter(strategy.distribute_datasets_from_function(make))\nfor _ in range(10):\n    train(it)\n",
-        # Keras fit distributes the dataset itself
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
-        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n    model.compile(loss='mse')\n"
-        "ds = tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1)\nmodel.fit(ds, epochs=2)\n",
-        # an evaluation loop without strategy.run
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\nds = tf.data.Dataset.range(4)\n"
-        "for x in ds:\n    print(x)\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        ds = tf.data.Dataset.range(8).batch(4)
+        dist = strategy.experimental_distribute_dataset(ds)
+        def step(x):
+            return x
+        for batch in dist:
+            strategy.run(step, args=(batch,))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        def make(ctx):
+            return tf.data.Dataset.range(8).batch(ctx.get_per_replica_batch_size(8))
+        def step(x):
+            return x
+        @tf.function
+        def train(it):
+            return strategy.run(step, args=(next(it),))
+        it = iter(strategy.distribute_datasets_from_function(make))
+        for _ in range(10):
+            train(it)
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            model.compile(loss='mse')
+        ds = tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1)
+        model.fit(ds, epochs=2)
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        ds = tf.data.Dataset.range(4)
+        for x in ds:
+            print(x)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "ds = tf.data.Dataset.range(8).batch(4)\ndef step(x):\n    return x\n"
-        "for batch in ds:  # expect: TFL506\n    strategy.run(step, args=(batch,))\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "train_ds = tf.data.Dataset.range(8).batch(4).prefetch(2)\ndef replica_step(x):\n    return x\n"
-        "@tf.function\ndef distributed_step(x):\n    return strategy.run(replica_step, args=(x,))\n"
-        "for epoch in range(3):\n    for i, batch in enumerate(train_ds):  # expect: TFL506\n        distributed_step(batch)\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "ds = tf.data.Dataset.range(8).batch(4)\ndef step(x):\n    return x\n@tf.function\ndef train(it):\n"
-        "    return strategy.run(step, args=(next(it),))\n"
-        "iterator = iter(ds)  # expect: TFL506\nfor _ in range(10):\n    train(iterator)\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        ds = tf.data.Dataset.range(8).batch(4)
+        def step(x):
+            return x
+        for batch in ds:  # expect: TFL506
+            strategy.run(step, args=(batch,))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        train_ds = tf.data.Dataset.range(8).batch(4).prefetch(2)
+        def replica_step(x):
+            return x
+        @tf.function
+        def distributed_step(x):
+            return strategy.run(replica_step, args=(x,))
+        for epoch in range(3):
+            for i, batch in enumerate(train_ds):  # expect: TFL506
+                distributed_step(batch)
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        ds = tf.data.Dataset.range(8).batch(4)
+        def step(x):
+            return x
+        @tf.function
+        def train(it):
+            return strategy.run(step, args=(next(it),))
+        iterator = iter(ds)  # expect: TFL506
+        for _ in range(10):
+            train(iterator)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -315,48 +450,96 @@ class UnguardedMultiWorkerWrite(Rule):
         "the real path and the others to a temporary per-worker path they delete."
     )
     example = (
-        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "...\n"
-        "model.save('/shared/model')\n"
+        """
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        ...
+        model.save('/shared/model')
+        """
     )
     use_instead = (
-        "resolver = strategy.cluster_resolver\n"
-        "is_chief = resolver.task_type in (None, 'chief') or (resolver.task_type == 'worker' and resolver.task_id == 0)\n"
-        "path = '/shared/model' if is_chief else f'/tmp/model_worker{resolver.task_id}'\n"
-        "model.save(path)\n"
-        "if not is_chief:\n"
-        "    tf.io.gfile.rmtree(path)\n"
+        """
+        resolver = strategy.cluster_resolver
+        is_chief = resolver.task_type in (None, 'chief') or (resolver.task_type == 'worker' and resolver.task_id == 0)
+        path = '/shared/model' if is_chief else f'/tmp/model_worker{resolver.task_id}'
+        model.save(path)
+        if not is_chief:
+            tf.io.gfile.rmtree(path)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "task_id = strategy.cluster_resolver.task_id\npath = '/shared/model' if task_id == 0 else f'/tmp/w{task_id}'\n"
-        "model.save(path)\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "def is_chief():\n    return strategy.cluster_resolver.task_id == 0\n"
-        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "if is_chief():\n    writer = tf.summary.create_file_writer('/logs')\n    model.save_weights('/shared/w.weights.h5')\n",
-        # one host: MirroredStrategy writes from a single process
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
-        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\nmodel.save('/out/model.keras')\n"
-        "ckpt = tf.train.Checkpoint(model=model)\nckpt.save('/out/ckpt')\n",
-        "import tensorflow as tf\nimport numpy as np\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "np.save('/tmp/x.npy', np.zeros(3))\n"
-        "def train(task_type):\n    if task_type != 'chief':\n        return\n"
-        "    tf.saved_model.save(tf.Module(), '/export')\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        task_id = strategy.cluster_resolver.task_id
+        path = '/shared/model' if task_id == 0 else f'/tmp/w{task_id}'
+        model.save(path)
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        def is_chief():
+            return strategy.cluster_resolver.task_id == 0
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        if is_chief():
+            writer = tf.summary.create_file_writer('/logs')
+            model.save_weights('/shared/w.weights.h5')
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        model.save('/out/model.keras')
+        ckpt = tf.train.Checkpoint(model=model)
+        ckpt.save('/out/ckpt')
+        """,
+        """
+        import tensorflow as tf
+        import numpy as np
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        np.save('/tmp/x.npy', np.zeros(3))
+        def train(task_type):
+            if task_type != 'chief':
+                return
+            tf.saved_model.save(tf.Module(), '/export')
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "model.save('/shared/model.keras')  # expect: TFL507\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()\n"
-        "with strategy.scope():\n    net = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
-        "ckpt = tf.train.Checkpoint(model=net)\nmanager = tf.train.CheckpointManager(ckpt, '/shared/ckpt', max_to_keep=3)\n"
-        "for epoch in range(3):\n    manager.save()  # expect: TFL507\n",
-        "import tensorflow as tf\nfrom tensorflow.distribute import MultiWorkerMirroredStrategy\n\n"
-        "strategy = MultiWorkerMirroredStrategy()\n"
-        "writer = tf.summary.create_file_writer('/shared/logs')  # expect: TFL507\n"
-        "def export(model):\n    tf.saved_model.save(model, '/shared/export')  # expect: TFL507\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        model.save('/shared/model.keras')  # expect: TFL507
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            net = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        ckpt = tf.train.Checkpoint(model=net)
+        manager = tf.train.CheckpointManager(ckpt, '/shared/ckpt', max_to_keep=3)
+        for epoch in range(3):
+            manager.save()  # expect: TFL507
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow.distribute import MultiWorkerMirroredStrategy
+
+        strategy = MultiWorkerMirroredStrategy()
+        writer = tf.summary.create_file_writer('/shared/logs')  # expect: TFL507
+        def export(model):
+            tf.saved_model.save(model, '/shared/export')  # expect: TFL507
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -503,55 +686,106 @@ class UnscaledReplicaLoss(Rule):
         "global batch size: `tf.nn.compute_average_loss`."
     )
     example = (
-        "def replica_step(x, y):\n"
-        "    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_mean(tf.square(model(x) - y))\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        """
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+        """
     )
     use_instead = (
-        "def replica_step(x, y):\n"
-        "    with tf.GradientTape() as tape:\n"
-        "        per_example = tf.reduce_mean(tf.square(model(x) - y), axis=-1)\n"
-        "        loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        """
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                per_example = tf.reduce_mean(tf.square(model(x) - y), axis=-1)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+            grads = tape.gradient(loss, model.trainable_variables)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\nGLOBAL = 64\n"
-        "def step(x, y):\n    with tf.GradientTape() as tape:\n"
-        "        per_example = tf.reduce_mean(tf.square(model(x) - y), axis=-1)\n"
-        "        loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL)\n"
-        "    return tape.gradient(loss, model.trainable_variables)\nstrategy.run(step, args=(1, 2))\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction='none')\n"
-        "def step(x, y):\n    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_sum(loss_object(y, model(x))) / GLOBAL_BATCH\n"
-        "    return tape.gradient(loss, model.trainable_variables)\nstrategy.run(step, args=(1, 2))\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "def step(x, y):\n    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_mean(tf.square(model(x) - y)) / strategy.num_replicas_in_sync\n"
-        "    return tape.gradient(loss, model.trainable_variables)\nstrategy.run(step, args=(1, 2))\n",
-        # not a replica function: a single-device loop
-        "import tensorflow as tf\n\ndef step(x, y):\n    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_mean(tf.square(model(x) - y))\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        GLOBAL = 64
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                per_example = tf.reduce_mean(tf.square(model(x) - y), axis=-1)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL)
+            return tape.gradient(loss, model.trainable_variables)
+        strategy.run(step, args=(1, 2))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction='none')
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(loss_object(y, model(x))) / GLOBAL_BATCH
+            return tape.gradient(loss, model.trainable_variables)
+        strategy.run(step, args=(1, 2))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y)) / strategy.num_replicas_in_sync
+            return tape.gradient(loss, model.trainable_variables)
+        strategy.run(step, args=(1, 2))
+        """,
+        """
+        import tensorflow as tf
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "def step(x, y):\n    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_mean(tf.square(model(x) - y))  # expect: TFL508\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n    opt.apply_gradients(zip(grads, model.trainable_variables))\n"
-        "@tf.function\ndef train(x, y):\n    strategy.run(step, args=(x, y))\n",
-        "import tensorflow as tf\nfrom tensorflow import keras\n\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
-        "loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n"
-        "def replica_fn(inputs):\n    x, y = inputs\n    with tf.GradientTape() as tape:\n"
-        "        loss = loss_fn(y, model(x))  # expect: TFL508\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n    return loss\n"
-        "strategy.run(replica_fn, args=(batch,))\n",
-        "import tensorflow as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n"
-        "def compute_loss(y, logits):\n    per_example = tf.keras.losses.mse(y, logits)\n"
-        "    return tf.math.reduce_mean(per_example)  # expect: TFL508\n"
-        "def step(x, y):\n    with tf.GradientTape() as tape:\n        loss = compute_loss(y, model(x)) + 0.01 * tf.add_n(model.losses)\n"
-        "    return tape.gradient(loss, model.trainable_variables)\nstrategy.run(step, args=(1, 2))\n",
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))  # expect: TFL508
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        @tf.function
+        def train(x, y):
+            strategy.run(step, args=(x, y))
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        def replica_fn(inputs):
+            x, y = inputs
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))  # expect: TFL508
+            grads = tape.gradient(loss, model.trainable_variables)
+            return loss
+        strategy.run(replica_fn, args=(batch,))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        def compute_loss(y, logits):
+            per_example = tf.keras.losses.mse(y, logits)
+            return tf.math.reduce_mean(per_example)  # expect: TFL508
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = compute_loss(y, model(x)) + 0.01 * tf.add_n(model.losses)
+            return tape.gradient(loss, model.trainable_variables)
+        strategy.run(step, args=(1, 2))
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

@@ -8,7 +8,6 @@ from tflint.analysis.tapes import _kw
 from tflint.finding import Severity
 from tflint.rules.base import Rule, RuleContext
 
-_IMPORT = "import tensorflow as tf\n\n"
 
 
 def _text(node: ast.AST | None, limit: int = 50) -> str:
@@ -42,45 +41,109 @@ class UnwatchedTensorSource(Rule):
         "or a saliency map is empty."
     )
     example = (
-        "x = tf.constant([1.0, 2.0])\n"
-        "with tf.GradientTape() as tape:\n"
-        "    y = tf.reduce_sum(x ** 2)\n"
-        "dy_dx = tape.gradient(y, x)  # None\n"
+        """
+        x = tf.constant([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(x ** 2)
+        dy_dx = tape.gradient(y, x)  # None
+        """
     )
     use_instead = (
-        "x = tf.constant([1.0, 2.0])\n"
-        "with tf.GradientTape() as tape:\n"
-        "    tape.watch(x)\n"
-        "    y = tf.reduce_sum(x ** 2)\n"
-        "dy_dx = tape.gradient(y, x)\n"
+        """
+        x = tf.constant([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(x ** 2)
+        dy_dx = tape.gradient(y, x)
+        """
     )
     VALID = [
-        _IMPORT + "x = tf.constant([1.0, 2.0])\nwith tf.GradientTape() as tape:\n    tape.watch(x)\n"
-        "    y = tf.reduce_sum(x ** 2)\ndy_dx = tape.gradient(y, x)\n",
-        _IMPORT + "w = tf.Variable([1.0, 2.0])\nwith tf.GradientTape() as tape:\n"
-        "    y = tf.reduce_sum(w ** 2)\ndy_dw = tape.gradient(y, w)\n",
-        _IMPORT + "def saliency(model, images):\n    images = tf.convert_to_tensor(images)\n"
-        "    with tf.GradientTape() as tape:\n        tape.watch(images)\n        scores = model(images)\n"
-        "    return tape.gradient(scores, images)\n",
+        """
+        import tensorflow as tf
+
+        x = tf.constant([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(x ** 2)
+        dy_dx = tape.gradient(y, x)
+        """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(w ** 2)
+        dy_dw = tape.gradient(y, w)
+        """,
+        """
+        import tensorflow as tf
+
+        def saliency(model, images):
+            images = tf.convert_to_tensor(images)
+            with tf.GradientTape() as tape:
+                tape.watch(images)
+                scores = model(images)
+            return tape.gradient(scores, images)
+        """,
         # gradient with respect to an intermediate computed inside the tape is fine
-        _IMPORT + "def f(model, x):\n    with tf.GradientTape() as tape:\n        h = model.encoder(x)\n"
-        "        h = tf.nn.relu(h)\n        y = model.head(h)\n    return tape.gradient(y, h)\n",
-        _IMPORT + "def step(model, x, y, loss_fn):\n    with tf.GradientTape() as tape:\n"
-        "        loss = loss_fn(y, model(x))\n    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def f(model, x):
+            with tf.GradientTape() as tape:
+                h = model.encoder(x)
+                h = tf.nn.relu(h)
+                y = model.head(h)
+            return tape.gradient(y, h)
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, x, y, loss_fn):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
     ]
     INVALID = [
-        _IMPORT + "x = tf.constant([1.0, 2.0])\nwith tf.GradientTape() as tape:\n"
-        "    y = tf.reduce_sum(x ** 2)\ndy_dx = tape.gradient(y, x)  # expect: TFL301\n",
-        _IMPORT + "import numpy as np\n\ndef input_grad(model, batch):\n"
-        "    inputs = tf.convert_to_tensor(np.asarray(batch, dtype='float32'))\n"
-        "    with tf.GradientTape() as tape:\n        out = model(inputs)\n"
-        "    return tape.gradient(out, inputs)  # expect: TFL301\n",
+        """
+        import tensorflow as tf
+
+        x = tf.constant([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(x ** 2)
+        dy_dx = tape.gradient(y, x)  # expect: TFL301
+        """,
+        """
+        import tensorflow as tf
+
+        import numpy as np
+
+        def input_grad(model, batch):
+            inputs = tf.convert_to_tensor(np.asarray(batch, dtype='float32'))
+            with tf.GradientTape() as tape:
+                out = model(inputs)
+            return tape.gradient(out, inputs)  # expect: TFL301
+        """,
         # watched by the other tape only
-        _IMPORT + "x = tf.constant(3.0)\nwith tf.GradientTape() as outer:\n    outer.watch(x)\n"
-        "    with tf.GradientTape() as inner:\n        y = x * x\n"
-        "    dy = inner.gradient(y, x)  # expect: TFL301\n",
-        _IMPORT + "w = tf.Variable(1.0)\nwith tf.GradientTape(watch_accessed_variables=False) as tape:\n"
-        "    y = w * w\ng = tape.gradient(y, [w])  # expect: TFL301\n",
+        """
+        import tensorflow as tf
+
+        x = tf.constant(3.0)
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                y = x * x
+            dy = inner.gradient(y, x)  # expect: TFL301
+        """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable(1.0)
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            y = w * w
+        g = tape.gradient(y, [w])  # expect: TFL301
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -137,44 +200,95 @@ class TargetOutsideTape(Rule):
         "variable`, or — with some variables connected — those variables silently stop learning."
     )
     example = (
-        "logits = model(x, training=True)\n"
-        "with tf.GradientTape() as tape:\n"
-        "    loss = loss_fn(y, logits)\n"
-        "grads = tape.gradient(loss, model.trainable_variables)  # all None\n"
+        """
+        logits = model(x, training=True)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, logits)
+        grads = tape.gradient(loss, model.trainable_variables)  # all None
+        """
     )
     use_instead = (
-        "with tf.GradientTape() as tape:\n"
-        "    logits = model(x, training=True)\n"
-        "    loss = loss_fn(y, logits)\n"
-        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        """
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        grads = tape.gradient(loss, model.trainable_variables)
+        """
     )
     VALID = [
-        _IMPORT + "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n\n"
-        "def step(model, x, y):\n    with tf.GradientTape() as tape:\n        logits = model(x, training=True)\n"
-        "        loss = loss_fn(y, logits)\n    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = loss_fn(y, logits)
+            return tape.gradient(loss, model.trainable_variables)
+        """,
         # the forward result is watched and is the source
-        _IMPORT + "def grad_wrt_logits(model, x, y):\n    logits = model(x)\n"
-        "    with tf.GradientTape() as tape:\n        tape.watch(logits)\n"
-        "        loss = tf.reduce_mean(tf.square(logits - y))\n    return tape.gradient(loss, logits)\n",
+        """
+        import tensorflow as tf
+
+        def grad_wrt_logits(model, x, y):
+            logits = model(x)
+            with tf.GradientTape() as tape:
+                tape.watch(logits)
+                loss = tf.reduce_mean(tf.square(logits - y))
+            return tape.gradient(loss, logits)
+        """,
         # gradient taken inside the block, on a value recorded inside
-        _IMPORT + "def step(model, x):\n    with tf.GradientTape() as tape:\n        out = model(x)\n"
-        "        loss = tf.reduce_mean(out)\n        grads = tape.gradient(loss, model.trainable_variables)\n"
-        "    return grads\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                out = model(x)
+                loss = tf.reduce_mean(out)
+                grads = tape.gradient(loss, model.trainable_variables)
+            return grads
+        """,
         # a loss helper the analysis cannot see into may read the model itself
-        _IMPORT + "def step(model, x, y, compute_loss):\n    feats = model.backbone(x)\n"
-        "    with tf.GradientTape() as tape:\n        loss = compute_loss(feats, y)\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x, y, compute_loss):
+            feats = model.backbone(x)
+            with tf.GradientTape() as tape:
+                loss = compute_loss(feats, y)
+            return tape.gradient(loss, model.trainable_variables)
+        """,
     ]
     INVALID = [
-        _IMPORT + "loss_fn = tf.keras.losses.MeanSquaredError()\n\ndef step(model, x, y):\n"
-        "    preds = model(x, training=True)\n    with tf.GradientTape() as tape:\n"
-        "        loss = loss_fn(y, preds)\n"
-        "    return tape.gradient(loss, model.trainable_variables)  # expect: TFL302\n",
-        _IMPORT + "def step(model, x, y):\n    with tf.GradientTape() as tape:\n        preds = model(x)\n"
-        "    loss = tf.reduce_mean(tf.square(preds - y))\n"
-        "    return tape.gradient(loss, model.trainable_variables)  # expect: TFL302\n",
-        _IMPORT + "w = tf.Variable(2.0)\nwith tf.GradientTape() as tape:\n    y = w * 3.0\n"
-        "g = tape.gradient(tf.reduce_sum(y * y), w)  # expect: TFL302\n",
+        """
+        import tensorflow as tf
+
+        loss_fn = tf.keras.losses.MeanSquaredError()
+
+        def step(model, x, y):
+            preds = model(x, training=True)
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, preds)
+            return tape.gradient(loss, model.trainable_variables)  # expect: TFL302
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                preds = model(x)
+            loss = tf.reduce_mean(tf.square(preds - y))
+            return tape.gradient(loss, model.trainable_variables)  # expect: TFL302
+        """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable(2.0)
+        with tf.GradientTape() as tape:
+            y = w * 3.0
+        g = tape.gradient(tf.reduce_sum(y * y), w)  # expect: TFL302
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -267,54 +381,109 @@ class GradientPathCut(Rule):
         "progress, with no error."
     )
     example = (
-        "with tf.GradientTape() as tape:\n"
-        "    probs = model(x)\n"
-        "    pred = tf.cast(tf.argmax(probs, axis=-1), tf.float32)\n"
-        "    loss = tf.reduce_mean(tf.square(pred - y))\n"
-        "grads = tape.gradient(loss, model.trainable_variables)  # all None\n"
+        """
+        with tf.GradientTape() as tape:
+            probs = model(x)
+            pred = tf.cast(tf.argmax(probs, axis=-1), tf.float32)
+            loss = tf.reduce_mean(tf.square(pred - y))
+        grads = tape.gradient(loss, model.trainable_variables)  # all None
+        """
     )
     use_instead = (
-        "with tf.GradientTape() as tape:\n"
-        "    probs = model(x)\n"
-        "    loss = tf.keras.losses.sparse_categorical_crossentropy(y, probs)\n"
-        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        """
+        with tf.GradientTape() as tape:
+            probs = model(x)
+            loss = tf.keras.losses.sparse_categorical_crossentropy(y, probs)
+        grads = tape.gradient(loss, model.trainable_variables)
+        """
     )
     VALID = [
         # deliberate baseline on another tensor
-        _IMPORT + "def step(model, x, y, baseline):\n    with tf.GradientTape() as tape:\n"
-        "        logits = model(x)\n        ce = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)\n"
-        "        loss = tf.reduce_mean(ce) + tf.stop_gradient(baseline(x))\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x, y, baseline):
+            with tf.GradientTape() as tape:
+                logits = model(x)
+                ce = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+                loss = tf.reduce_mean(ce) + tf.stop_gradient(baseline(x))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
         # RL target network: the target is stopped, the online network still gets gradients
-        _IMPORT + "def dqn_step(q_net, target_net, s, a, r, s2):\n    with tf.GradientTape() as tape:\n"
-        "        q_next = target_net(s2)\n        target = tf.stop_gradient(r + 0.99 * tf.reduce_max(q_next, axis=1))\n"
-        "        q = tf.reduce_sum(q_net(s) * tf.one_hot(a, 4), axis=1)\n        loss = tf.reduce_mean(tf.square(target - q))\n"
-        "    return tape.gradient(loss, q_net.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def dqn_step(q_net, target_net, s, a, r, s2):
+            with tf.GradientTape() as tape:
+                q_next = target_net(s2)
+                target = tf.stop_gradient(r + 0.99 * tf.reduce_max(q_next, axis=1))
+                q = tf.reduce_sum(q_net(s) * tf.one_hot(a, 4), axis=1)
+                loss = tf.reduce_mean(tf.square(target - q))
+            return tape.gradient(loss, q_net.trainable_variables)
+        """,
         # straight-through estimator keeps a path around the rounding
-        _IMPORT + "def step(model, x):\n    with tf.GradientTape() as tape:\n        h = model(x)\n"
-        "        q = h + tf.stop_gradient(tf.round(h) - h)\n        loss = tf.reduce_sum(q)\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                h = model(x)
+                q = h + tf.stop_gradient(tf.round(h) - h)
+                loss = tf.reduce_sum(q)
+            return tape.gradient(loss, model.trainable_variables)
+        """,
         # argmax used for a metric, not for the loss
-        _IMPORT + "def step(model, x, y):\n    with tf.GradientTape() as tape:\n        logits = model(x)\n"
-        "        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))\n"
-        "        acc = tf.reduce_mean(tf.cast(tf.argmax(logits, -1) == y, tf.float32))\n"
-        "    return tape.gradient(loss, model.trainable_variables), acc\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+                acc = tf.reduce_mean(tf.cast(tf.argmax(logits, -1) == y, tf.float32))
+            return tape.gradient(loss, model.trainable_variables), acc
+        """,
     ]
     INVALID = [
-        _IMPORT + "def step(model, x, y):\n    with tf.GradientTape() as tape:\n        probs = model(x)\n"
-        "        pred = tf.cast(tf.argmax(probs, axis=-1), tf.float32)  # expect: TFL303\n"
-        "        loss = tf.reduce_mean(tf.square(pred - y))\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
-        _IMPORT + "import numpy as np\n\ndef step(model, x, y):\n    with tf.GradientTape() as tape:\n"
-        "        out = model(x)\n        loss = np.mean((out.numpy() - y) ** 2)  # expect: TFL303\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
-        _IMPORT + "w = tf.Variable([0.5, -0.5])\nwith tf.GradientTape() as tape:\n"
-        "    h = tf.stop_gradient(w * 2.0)  # expect: TFL303\n    loss = tf.reduce_sum(h ** 2)\n"
-        "g = tape.gradient(loss, w)\n",
-        _IMPORT + "def step(model, x):\n    with tf.GradientTape() as tape:\n"
-        "        codes = tf.cast(model(x), tf.int32)  # expect: TFL303\n"
-        "        loss = tf.reduce_sum(tf.cast(codes, tf.float32))\n"
-        "    return tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                probs = model(x)
+                pred = tf.cast(tf.argmax(probs, axis=-1), tf.float32)  # expect: TFL303
+                loss = tf.reduce_mean(tf.square(pred - y))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+
+        import numpy as np
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                out = model(x)
+                loss = np.mean((out.numpy() - y) ** 2)  # expect: TFL303
+            return tape.gradient(loss, model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable([0.5, -0.5])
+        with tf.GradientTape() as tape:
+            h = tf.stop_gradient(w * 2.0)  # expect: TFL303
+            loss = tf.reduce_sum(h ** 2)
+        g = tape.gradient(loss, w)
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                codes = tf.cast(model(x), tf.int32)  # expect: TFL303
+                loss = tf.reduce_sum(tf.cast(codes, tf.float32))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -352,42 +521,97 @@ class RepeatedGradientCall(Rule):
         "loss, a per-variable loop), far into a run."
     )
     example = (
-        "with tf.GradientTape() as tape:\n"
-        "    g_loss, d_loss = losses(gen, disc, x)\n"
-        "g_grads = tape.gradient(g_loss, gen.trainable_variables)\n"
-        "d_grads = tape.gradient(d_loss, disc.trainable_variables)  # RuntimeError\n"
+        """
+        with tf.GradientTape() as tape:
+            g_loss, d_loss = losses(gen, disc, x)
+        g_grads = tape.gradient(g_loss, gen.trainable_variables)
+        d_grads = tape.gradient(d_loss, disc.trainable_variables)  # RuntimeError
+        """
     )
     use_instead = (
-        "with tf.GradientTape(persistent=True) as tape:\n"
-        "    g_loss, d_loss = losses(gen, disc, x)\n"
-        "g_grads = tape.gradient(g_loss, gen.trainable_variables)\n"
-        "d_grads = tape.gradient(d_loss, disc.trainable_variables)\n"
-        "del tape\n"
+        """
+        with tf.GradientTape(persistent=True) as tape:
+            g_loss, d_loss = losses(gen, disc, x)
+        g_grads = tape.gradient(g_loss, gen.trainable_variables)
+        d_grads = tape.gradient(d_loss, disc.trainable_variables)
+        del tape
+        """
     )
     VALID = [
-        _IMPORT + "def step(gen, disc, x, losses):\n    with tf.GradientTape(persistent=True) as tape:\n"
-        "        g_loss, d_loss = losses(gen, disc, x)\n    g = tape.gradient(g_loss, gen.trainable_variables)\n"
-        "    d = tape.gradient(d_loss, disc.trainable_variables)\n    del tape\n    return g, d\n",
-        _IMPORT + "def step(model, x, use_aux):\n    with tf.GradientTape() as tape:\n        out, aux = model(x)\n"
-        "    if use_aux:\n        return tape.gradient(out + aux, model.trainable_variables)\n"
-        "    else:\n        return tape.gradient(out, model.trainable_variables)\n",
-        _IMPORT + "def train(model, data):\n    for x in data:\n        with tf.GradientTape() as tape:\n"
-        "            loss = tf.reduce_sum(model(x))\n        grads = tape.gradient(loss, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        def step(gen, disc, x, losses):
+            with tf.GradientTape(persistent=True) as tape:
+                g_loss, d_loss = losses(gen, disc, x)
+            g = tape.gradient(g_loss, gen.trainable_variables)
+            d = tape.gradient(d_loss, disc.trainable_variables)
+            del tape
+            return g, d
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, x, use_aux):
+            with tf.GradientTape() as tape:
+                out, aux = model(x)
+            if use_aux:
+                return tape.gradient(out + aux, model.trainable_variables)
+            else:
+                return tape.gradient(out, model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+
+        def train(model, data):
+            for x in data:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(model(x))
+                grads = tape.gradient(loss, model.trainable_variables)
+        """,
         # two tapes, one gradient each
-        _IMPORT + "def step(gen, disc, x, losses):\n    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:\n"
-        "        g_loss, d_loss = losses(gen, disc, x)\n    g = g_tape.gradient(g_loss, gen.trainable_variables)\n"
-        "    d = d_tape.gradient(d_loss, disc.trainable_variables)\n    return g, d\n",
+        """
+        import tensorflow as tf
+
+        def step(gen, disc, x, losses):
+            with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+                g_loss, d_loss = losses(gen, disc, x)
+            g = g_tape.gradient(g_loss, gen.trainable_variables)
+            d = d_tape.gradient(d_loss, disc.trainable_variables)
+            return g, d
+        """,
     ]
     INVALID = [
-        _IMPORT + "def step(gen, disc, x, losses):\n    with tf.GradientTape() as tape:\n"
-        "        g_loss, d_loss = losses(gen, disc, x)\n    g = tape.gradient(g_loss, gen.trainable_variables)\n"
-        "    d = tape.gradient(d_loss, disc.trainable_variables)  # expect: TFL304\n    return g, d\n",
-        _IMPORT + "def per_variable(model, x):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_sum(model(x))\n"
-        "    grads = []\n    for v in model.trainable_variables:\n"
-        "        grads.append(tape.gradient(loss, v))  # expect: TFL304\n    return grads\n",
-        _IMPORT + "def per_loss(model, x):\n    tape = tf.GradientTape(persistent=False)\n    with tape:\n"
-        "        losses = model(x)\n"
-        "    return [tape.gradient(l, model.trainable_variables) for l in losses]  # expect: TFL304\n",
+        """
+        import tensorflow as tf
+
+        def step(gen, disc, x, losses):
+            with tf.GradientTape() as tape:
+                g_loss, d_loss = losses(gen, disc, x)
+            g = tape.gradient(g_loss, gen.trainable_variables)
+            d = tape.gradient(d_loss, disc.trainable_variables)  # expect: TFL304
+            return g, d
+        """,
+        """
+        import tensorflow as tf
+
+        def per_variable(model, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x))
+            grads = []
+            for v in model.trainable_variables:
+                grads.append(tape.gradient(loss, v))  # expect: TFL304
+            return grads
+        """,
+        """
+        import tensorflow as tf
+
+        def per_loss(model, x):
+            tape = tf.GradientTape(persistent=False)
+            with tape:
+                losses = model(x)
+            return [tape.gradient(l, model.trainable_variables) for l in losses]  # expect: TFL304
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -431,42 +655,99 @@ class PersistentTapeKeptAlive(Rule):
         "out-of-memory error that looks like a batch-size problem."
     )
     example = (
-        "class Trainer:\n"
-        "    def step(self, x):\n"
-        "        with tf.GradientTape(persistent=True) as self.tape:\n"
-        "            loss = self.model(x)\n"
-        "        return self.tape.gradient(loss, self.model.trainable_variables)\n"
+        """
+        class Trainer:
+            def step(self, x):
+                with tf.GradientTape(persistent=True) as self.tape:
+                    loss = self.model(x)
+                return self.tape.gradient(loss, self.model.trainable_variables)
+        """
     )
     use_instead = (
-        "class Trainer:\n"
-        "    def step(self, x):\n"
-        "        with tf.GradientTape(persistent=True) as tape:\n"
-        "            loss = self.model(x)\n"
-        "        grads = tape.gradient(loss, self.model.trainable_variables)\n"
-        "        del tape\n"
-        "        return grads\n"
+        """
+        class Trainer:
+            def step(self, x):
+                with tf.GradientTape(persistent=True) as tape:
+                    loss = self.model(x)
+                grads = tape.gradient(loss, self.model.trainable_variables)
+                del tape
+                return grads
+        """
     )
     VALID = [
-        _IMPORT + "def step(model, x):\n    with tf.GradientTape(persistent=True) as tape:\n        y = model(x)\n"
-        "    g1 = tape.gradient(y, model.trainable_variables)\n    g2 = tape.gradient(y, x)\n    return g1, g2\n",
-        _IMPORT + "x = tf.Variable(1.0)\nwith tf.GradientTape(persistent=True) as tape:\n    y = x * x\n"
-        "dy = tape.gradient(y, x)\ndel tape\n",
-        _IMPORT + "class Trainer:\n    @tf.function\n    def step(self, x):\n"
-        "        with tf.GradientTape(persistent=True) as self.tape:\n            y = self.model(x)\n"
-        "        return self.tape.gradient(y, self.model.trainable_variables)\n",
-        _IMPORT + "class Trainer:\n    def step(self, x):\n        self.tape = tf.GradientTape(persistent=True)\n"
-        "        with self.tape:\n            y = self.model(x)\n        g = self.tape.gradient(y, self.model.trainable_variables)\n"
-        "        self.tape = None\n        return g\n",
+        """
+        import tensorflow as tf
+
+        def step(model, x):
+            with tf.GradientTape(persistent=True) as tape:
+                y = model(x)
+            g1 = tape.gradient(y, model.trainable_variables)
+            g2 = tape.gradient(y, x)
+            return g1, g2
+        """,
+        """
+        import tensorflow as tf
+
+        x = tf.Variable(1.0)
+        with tf.GradientTape(persistent=True) as tape:
+            y = x * x
+        dy = tape.gradient(y, x)
+        del tape
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            @tf.function
+            def step(self, x):
+                with tf.GradientTape(persistent=True) as self.tape:
+                    y = self.model(x)
+                return self.tape.gradient(y, self.model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            def step(self, x):
+                self.tape = tf.GradientTape(persistent=True)
+                with self.tape:
+                    y = self.model(x)
+                g = self.tape.gradient(y, self.model.trainable_variables)
+                self.tape = None
+                return g
+        """,
     ]
     INVALID = [
-        _IMPORT + "x = tf.Variable(1.0)\nwith tf.GradientTape(persistent=True) as tape:  # expect: TFL305\n"
-        "    y = x * x\n    z = y * y\ndy = tape.gradient(y, x)\ndz = tape.gradient(z, x)\n",
-        _IMPORT + "class Trainer:\n    def step(self, x):\n"
-        "        with tf.GradientTape(persistent=True) as self.tape:  # expect: TFL305\n"
-        "            y = self.model(x)\n        return self.tape.gradient(y, self.model.trainable_variables)\n",
-        _IMPORT + "history = []\n\ndef step(model, x):\n"
-        "    with tf.GradientTape(persistent=True) as tape:  # expect: TFL305\n        y = model(x)\n"
-        "    history.append(tape)\n    return tape.gradient(y, model.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        x = tf.Variable(1.0)
+        with tf.GradientTape(persistent=True) as tape:  # expect: TFL305
+            y = x * x
+            z = y * y
+        dy = tape.gradient(y, x)
+        dz = tape.gradient(z, x)
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            def step(self, x):
+                with tf.GradientTape(persistent=True) as self.tape:  # expect: TFL305
+                    y = self.model(x)
+                return self.tape.gradient(y, self.model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+
+        history = []
+
+        def step(model, x):
+            with tf.GradientTape(persistent=True) as tape:  # expect: TFL305
+                y = model(x)
+            history.append(tape)
+            return tape.gradient(y, model.trainable_variables)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -503,43 +784,115 @@ class VariablesReadBeforeBuild(Rule):
         "`apply_gradients` applies nothing, so the model never learns, with no error."
     )
     example = (
-        "model = MyModel()\n"
-        "params = model.trainable_variables  # [] — nothing built yet\n"
-        "for x, y in ds:\n"
-        "    with tf.GradientTape() as tape:\n"
-        "        loss = loss_fn(y, model(x))\n"
-        "    opt.apply_gradients(zip(tape.gradient(loss, params), params))\n"
+        """
+        model = MyModel()
+        params = model.trainable_variables  # [] — nothing built yet
+        for x, y in ds:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            opt.apply_gradients(zip(tape.gradient(loss, params), params))
+        """
     )
     use_instead = (
-        "model = MyModel()\n"
-        "model.build((None, 784))\n"
-        "params = model.trainable_variables\n"
+        """
+        model = MyModel()
+        model.build((None, 784))
+        params = model.trainable_variables
+        """
     )
     VALID = [
-        _IMPORT + "from tensorflow import keras\n\nmodel = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
-        "opt = keras.optimizers.SGD()\nparams = model.trainable_variables\nopt.build(params)\n",
-        _IMPORT + "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])\n"
-        "opt = keras.optimizers.SGD()\nparams = model.trainable_variables\nopt.build(params)\n",
-        _IMPORT + "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.d = keras.layers.Dense(1)\n    def call(self, x):\n        return self.d(x)\n\n"
-        "def train(ds):\n    model = Net()\n    opt = keras.optimizers.Adam()\n    for x, y in ds:\n"
-        "        with tf.GradientTape() as tape:\n            loss = tf.reduce_mean((model(x) - y) ** 2)\n"
-        "        grads = tape.gradient(loss, model.trainable_variables)\n"
-        "        opt.apply_gradients(zip(grads, model.trainable_variables))\n",
-        _IMPORT + "from tensorflow import keras\n\nlayer = keras.layers.Dense(2)\nlayer.build((None, 3))\n"
-        "opt = keras.optimizers.SGD()\nopt.build(layer.trainable_variables)\n",
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD()
+        params = model.trainable_variables
+        opt.build(params)
+        """,
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+        opt = keras.optimizers.SGD()
+        params = model.trainable_variables
+        opt.build(params)
+        """,
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.d = keras.layers.Dense(1)
+            def call(self, x):
+                return self.d(x)
+
+        def train(ds):
+            model = Net()
+            opt = keras.optimizers.Adam()
+            for x, y in ds:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean((model(x) - y) ** 2)
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        layer = keras.layers.Dense(2)
+        layer.build((None, 3))
+        opt = keras.optimizers.SGD()
+        opt.build(layer.trainable_variables)
+        """,
     ]
     INVALID = [
-        _IMPORT + "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.d = keras.layers.Dense(1)\n    def call(self, x):\n        return self.d(x)\n\n"
-        "def train(ds):\n    model = Net()\n    opt = keras.optimizers.Adam()\n"
-        "    params = model.trainable_variables  # expect: TFL306\n    for x, y in ds:\n"
-        "        with tf.GradientTape() as tape:\n            loss = tf.reduce_mean((model(x) - y) ** 2)\n"
-        "        grads = tape.gradient(loss, params)\n        opt.apply_gradients(zip(grads, params))\n",
-        _IMPORT + "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(1)])\n"
-        "opt = keras.optimizers.SGD()\nopt.build(model.trainable_variables)  # expect: TFL306\n",
-        "import keras\nfrom keras import layers\n\nhead = layers.Dense(10)\noptimizer = keras.optimizers.Adam()\n"
-        "optimizer.build(head.trainable_weights)  # expect: TFL306\n",
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.d = keras.layers.Dense(1)
+            def call(self, x):
+                return self.d(x)
+
+        def train(ds):
+            model = Net()
+            opt = keras.optimizers.Adam()
+            params = model.trainable_variables  # expect: TFL306
+            for x, y in ds:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean((model(x) - y) ** 2)
+                grads = tape.gradient(loss, params)
+                opt.apply_gradients(zip(grads, params))
+        """,
+        """
+        import tensorflow as tf
+
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD()
+        opt.build(model.trainable_variables)  # expect: TFL306
+        """,
+        """
+        import keras
+        from keras import layers
+
+        head = layers.Dense(10)
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(head.trainable_weights)  # expect: TFL306
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -572,41 +925,97 @@ class AppliedToOtherVariables(Rule):
         "diverges; extra entries are dropped by `zip` without a warning."
     )
     example = (
-        "grads = tape.gradient(d_loss, disc.trainable_variables)\n"
-        "opt.apply_gradients(zip(grads, gen.trainable_variables))\n"
+        """
+        grads = tape.gradient(d_loss, disc.trainable_variables)
+        opt.apply_gradients(zip(grads, gen.trainable_variables))
+        """
     )
     use_instead = (
-        "grads = tape.gradient(d_loss, disc.trainable_variables)\n"
-        "opt.apply_gradients(zip(grads, disc.trainable_variables))\n"
+        """
+        grads = tape.gradient(d_loss, disc.trainable_variables)
+        opt.apply_gradients(zip(grads, disc.trainable_variables))
+        """
     )
     VALID = [
-        _IMPORT + "def step(model, opt, x):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_sum(model(x))\n"
-        "    grads = tape.gradient(loss, model.trainable_weights)\n"
-        "    opt.apply_gradients(zip(grads, model.trainable_variables))\n",
-        _IMPORT + "def step(model, opt, x):\n    params = model.trainable_variables\n    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_sum(model(x))\n    grads = tape.gradient(loss, params)\n"
-        "    grads, _ = tf.clip_by_global_norm(grads, 1.0)\n    opt.apply_gradients(zip(grads, model.trainable_variables))\n",
-        _IMPORT + "def step(model, opt, x, extra):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_sum(model(x))\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n    opt.apply_gradients(zip(grads, extra))\n",
+        """
+        import tensorflow as tf
+
+        def step(model, opt, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x))
+            grads = tape.gradient(loss, model.trainable_weights)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, opt, x):
+            params = model.trainable_variables
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x))
+            grads = tape.gradient(loss, params)
+            grads, _ = tf.clip_by_global_norm(grads, 1.0)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, opt, x, extra):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, extra))
+        """,
         # gradients not from a tape: nothing to compare
-        _IMPORT + "def step(opt, grads, w):\n    opt.apply_gradients(zip(grads, [w]))\n",
+        """
+        import tensorflow as tf
+
+        def step(opt, grads, w):
+            opt.apply_gradients(zip(grads, [w]))
+        """,
     ]
     INVALID = [
-        _IMPORT + "def gan_step(gen, disc, opt, x):\n    with tf.GradientTape() as tape:\n        d_loss = tf.reduce_sum(disc(gen(x)))\n"
-        "    grads = tape.gradient(d_loss, disc.trainable_variables)\n"
-        "    opt.apply_gradients(zip(grads, gen.trainable_variables))  # expect: TFL307\n",
-        "import tensorflow as tensorflow_lib\n\ndef step(actor, critic, opt, s):\n"
-        "    with tensorflow_lib.GradientTape() as tape:\n        loss = -tensorflow_lib.reduce_mean(critic(s, actor(s)))\n"
-        "    actor_vars = actor.trainable_variables\n    critic_vars = critic.trainable_variables\n"
-        "    grads = tape.gradient(loss, actor_vars)\n"
-        "    opt.apply_gradients(zip(grads, critic_vars))  # expect: TFL307\n",
-        _IMPORT + "def step(model, opt, x):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_sum(model(x))\n"
-        "    grads = tape.gradient(loss, model.trainable_variables)\n"
-        "    grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
-        "    opt.apply_gradients(zip(grads, model.encoder.trainable_variables))  # expect: TFL307\n",
-        _IMPORT + "w = tf.Variable(1.0)\nb = tf.Variable(0.0)\nopt = tf.keras.optimizers.SGD()\n"
-        "with tf.GradientTape() as tape:\n    loss = (w * 3.0 + b - 1.0) ** 2\ngrads = tape.gradient(loss, [w, b])\n"
-        "opt.apply_gradients(zip(grads, [b, w]))  # expect: TFL307\n",
+        """
+        import tensorflow as tf
+
+        def gan_step(gen, disc, opt, x):
+            with tf.GradientTape() as tape:
+                d_loss = tf.reduce_sum(disc(gen(x)))
+            grads = tape.gradient(d_loss, disc.trainable_variables)
+            opt.apply_gradients(zip(grads, gen.trainable_variables))  # expect: TFL307
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        def step(actor, critic, opt, s):
+            with tensorflow_lib.GradientTape() as tape:
+                loss = -tensorflow_lib.reduce_mean(critic(s, actor(s)))
+            actor_vars = actor.trainable_variables
+            critic_vars = critic.trainable_variables
+            grads = tape.gradient(loss, actor_vars)
+            opt.apply_gradients(zip(grads, critic_vars))  # expect: TFL307
+        """,
+        """
+        import tensorflow as tf
+
+        def step(model, opt, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            grads = [tf.clip_by_norm(g, 1.0) for g in grads]
+            opt.apply_gradients(zip(grads, model.encoder.trainable_variables))  # expect: TFL307
+        """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable(1.0)
+        b = tf.Variable(0.0)
+        opt = tf.keras.optimizers.SGD()
+        with tf.GradientTape() as tape:
+            loss = (w * 3.0 + b - 1.0) ** 2
+        grads = tape.gradient(loss, [w, b])
+        opt.apply_gradients(zip(grads, [b, w]))  # expect: TFL307
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

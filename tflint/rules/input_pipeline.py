@@ -130,14 +130,18 @@ class DatasetWithoutPrefetch(Rule):
         "preparing batches in the background."
     )
     example = (
-        "ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
-        "ds = ds.batch(64)\n"
-        "model.fit(ds, epochs=10)\n"
+        """
+        ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.batch(64)
+        model.fit(ds, epochs=10)
+        """
     )
     use_instead = (
-        "ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
-        "ds = ds.batch(64).prefetch(tf.data.AUTOTUNE)\n"
-        "model.fit(ds, epochs=10)\n"
+        """
+        ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.batch(64).prefetch(tf.data.AUTOTUNE)
+        model.fit(ds, epochs=10)
+        """
     )
     fix_safety = (
         "The fix appends `.prefetch(tf.data.AUTOTUNE)` (with the module's own TensorFlow alias, "
@@ -146,17 +150,82 @@ class DatasetWithoutPrefetch(Rule):
         "when the chain ends differently on different branches."
     )
     VALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8)\nds = ds.prefetch(tf.data.AUTOTUNE)\nfor x in ds:\n    pass\n",
-        "import tensorflow as tf\n\ndef make_ds(x, y):\n    ds = tf.data.Dataset.from_tensor_slices((x, y))\n    ds = ds.batch(32)\n    return ds.prefetch(2)\n\ndef train(model, x, y):\n    model.fit(make_ds(x, y), epochs=3)\n",
-        "from tensorflow import keras\n\ntrain_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)\nmodel = keras.Sequential([keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(10)])\nmodel.fit(train_ds, epochs=5)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).batch(2)\nfor x in ds.take(1):\n    print(x.shape)\n",
-        "import tensorflow as tf\n\ndef evaluate(model, ds: tf.data.Dataset):\n    return model.evaluate(ds.batch(8))\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).batch(8)
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+        for x in ds:
+            pass
+        """,
+        """
+        import tensorflow as tf
+
+        def make_ds(x, y):
+            ds = tf.data.Dataset.from_tensor_slices((x, y))
+            ds = ds.batch(32)
+            return ds.prefetch(2)
+
+        def train(model, x, y):
+            model.fit(make_ds(x, y), epochs=3)
+        """,
+        """
+        from tensorflow import keras
+
+        train_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)
+        model = keras.Sequential([keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(10)])
+        model.fit(train_ds, epochs=5)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).batch(2)
+        for x in ds.take(1):
+            print(x.shape)
+        """,
+        """
+        import tensorflow as tf
+
+        def evaluate(model, ds: tf.data.Dataset):
+            return model.evaluate(ds.batch(8))
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100)\nds = ds.batch(8)\nfor x in ds:  # expect: TFL401\n    pass\n",
-        "import tensorflow as tf\n\ndef make_ds(x, y):\n    ds = tf.data.Dataset.from_tensor_slices((x, y))\n    return ds.shuffle(1000).batch(32)\n\ndef train(model, x, y):\n    train_ds = make_ds(x, y)\n    model.fit(train_ds, epochs=3)  # expect: TFL401\n",
-        "import tensorflow as tensorflow_lib\n\nfiles = ['a.tfrecord']\nds = tensorflow_lib.data.TFRecordDataset(files).batch(4)\nit = iter(ds)  # expect: TFL401\nbatch = next(it)\n",
-        "from tensorflow import keras\n\ntrain_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)\ntrain_ds = train_ds.map(lambda x, y: (x / 255.0, y))\nmodel = keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(10)])\nmodel.fit(train_ds, epochs=5)  # expect: TFL401\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100)
+        ds = ds.batch(8)
+        for x in ds:  # expect: TFL401
+            pass
+        """,
+        """
+        import tensorflow as tf
+
+        def make_ds(x, y):
+            ds = tf.data.Dataset.from_tensor_slices((x, y))
+            return ds.shuffle(1000).batch(32)
+
+        def train(model, x, y):
+            train_ds = make_ds(x, y)
+            model.fit(train_ds, epochs=3)  # expect: TFL401
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        files = ['a.tfrecord']
+        ds = tensorflow_lib.data.TFRecordDataset(files).batch(4)
+        it = iter(ds)  # expect: TFL401
+        batch = next(it)
+        """,
+        """
+        from tensorflow import keras
+
+        train_ds = keras.utils.image_dataset_from_directory('images/', batch_size=32)
+        train_ds = train_ds.map(lambda x, y: (x / 255.0, y))
+        model = keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(10)])
+        model.fit(train_ds, epochs=5)  # expect: TFL401
+        """,
     ]
 
     @staticmethod
@@ -235,23 +304,73 @@ class MapWithoutParallelCalls(Rule):
         "cores stay idle, and the accelerator waits for input. `num_parallel_calls` lets "
         "tf.data process several elements in parallel, tuned automatically with `AUTOTUNE`."
     )
-    example = "ds = ds.map(decode_and_resize)\n"
-    use_instead = "ds = ds.map(decode_and_resize, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    example = (
+        """
+        ds = ds.map(decode_and_resize)
+        """
+    )
+    use_instead = (
+        """
+        ds = ds.map(decode_and_resize, num_parallel_calls=tf.data.AUTOTUNE)
+        """
+    )
     fix_safety = (
         "The fix adds `num_parallel_calls=tf.data.AUTOTUNE` (with the module's own TensorFlow "
         "alias). The output order is kept (`deterministic` defaults to true), so the fix is "
         "safe; a map function with Python side effects may see them run concurrently."
     )
     VALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x + 1, 4)\n",
-        "results = {'a': 1}\nsquares = map(lambda v: v * v, [1, 2, 3])\nrows = results.map(str) if hasattr(results, 'map') else None\n",
-        "import pandas as pd\nimport tensorflow as tf\n\ndf = pd.DataFrame({'a': [1, 2]})\ndf['b'] = df['a'].map(str)\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10)
+        ds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).map(lambda x: x + 1, 4)
+        """,
+        """
+        results = {'a': 1}
+        squares = map(lambda v: v * v, [1, 2, 3])
+        rows = results.map(str) if hasattr(results, 'map') else None
+        """,
+        """
+        import pandas as pd
+        import tensorflow as tf
+
+        df = pd.DataFrame({'a': [1, 2]})
+        df['b'] = df['a'].map(str)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: x * 2)  # expect: TFL402\n",
-        "import tensorflow as tf\n\ndef parse(record):\n    return tf.io.parse_tensor(record, tf.float32)\n\ndef make(files):\n    ds = tf.data.TFRecordDataset(files)\n    return (\n        ds.shuffle(100)\n        .map(parse)  # expect: TFL402\n        .batch(32)\n    )\n",
-        "from tensorflow import keras\n\nds = keras.utils.image_dataset_from_directory('data/')\nds = ds.map(lambda x, y: (x / 255.0, y))  # expect: TFL402\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10)
+        ds = ds.map(lambda x: x * 2)  # expect: TFL402
+        """,
+        """
+        import tensorflow as tf
+
+        def parse(record):
+            return tf.io.parse_tensor(record, tf.float32)
+
+        def make(files):
+            ds = tf.data.TFRecordDataset(files)
+            return (
+                ds.shuffle(100)
+                .map(parse)  # expect: TFL402
+                .batch(32)
+            )
+        """,
+        """
+        from tensorflow import keras
+
+        ds = keras.utils.image_dataset_from_directory('data/')
+        ds = ds.map(lambda x, y: (x / 255.0, y))  # expect: TFL402
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -297,17 +416,57 @@ class ShuffleAfterBatch(Rule):
         "The model sees the same groupings over and over (often all one class when the data is "
         "sorted), which slows or biases training, and the buffer holds whole batches in memory."
     )
-    example = "ds = ds.batch(32).shuffle(1000)\n"
-    use_instead = "ds = ds.shuffle(10_000).batch(32)\n"
+    example = (
+        """
+        ds = ds.batch(32).shuffle(1000)
+        """
+    )
+    use_instead = (
+        """
+        ds = ds.shuffle(10_000).batch(32)
+        """
+    )
     VALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).shuffle(100).batch(8)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8).unbatch().shuffle(100).batch(8)\n",
-        "import random\n\nbatches = [[1, 2], [3, 4]]\nrandom.shuffle(batches)\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).shuffle(100).batch(8)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).batch(8).unbatch().shuffle(100).batch(8)
+        """,
+        """
+        import random
+
+        batches = [[1, 2], [3, 4]]
+        random.shuffle(batches)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100).batch(8).shuffle(10)  # expect: TFL403\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(100)\nds = ds.batch(8)\nds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.shuffle(10)  # expect: TFL403\n",
-        "import tensorflow as tf\n\ndef make(x):\n    ds = tf.data.Dataset.from_tensor_slices(x).padded_batch(4)\n    return ds\n\nds = make([1, 2, 3]).shuffle(8)  # expect: TFL403\n",
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).batch(8).shuffle(10)  # expect: TFL403
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100)
+        ds = ds.batch(8)
+        ds = ds.map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.shuffle(10)  # expect: TFL403
+        """,
+        """
+        import tensorflow as tf
+
+        def make(x):
+            ds = tf.data.Dataset.from_tensor_slices(x).padded_batch(4)
+            return ds
+
+        ds = make([1, 2, 3]).shuffle(8)  # expect: TFL403
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -351,18 +510,67 @@ class CacheAfterRandomness(Rule):
         "images of epoch one, so augmentation stops working; placed after `shuffle`, every "
         "epoch replays the same order."
     )
-    example = "ds = ds.map(random_flip, num_parallel_calls=tf.data.AUTOTUNE).cache()\n"
-    use_instead = "ds = ds.cache().map(random_flip, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    example = (
+        """
+        ds = ds.map(random_flip, num_parallel_calls=tf.data.AUTOTUNE).cache()
+        """
+    )
+    use_instead = (
+        """
+        ds = ds.cache().map(random_flip, num_parallel_calls=tf.data.AUTOTUNE)
+        """
+    )
     VALID = [
-        "import tensorflow as tf\n\ndef augment(x):\n    return tf.image.random_flip_left_right(x)\n\nds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))\nds = ds.cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x * 2, num_parallel_calls=2).cache().shuffle(10)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).shuffle(10, reshuffle_each_iteration=False).cache()\n",
+        """
+        import tensorflow as tf
+
+        def augment(x):
+            return tf.image.random_flip_left_right(x)
+
+        ds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))
+        ds = ds.cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).map(lambda x: x * 2, num_parallel_calls=2).cache().shuffle(10)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).shuffle(10, reshuffle_each_iteration=False).cache()
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\ndef augment(x):\n    return tf.image.random_flip_left_right(x)\n\nds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))\nds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.cache()  # expect: TFL404\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).shuffle(10).batch(2).cache()  # expect: TFL404\n",
-        "import tensorflow as tf\nfrom tensorflow.keras import layers\n\naugment = tf.keras.Sequential([layers.RandomFlip('horizontal'), layers.RandomRotation(0.1)])\nds = tf.data.Dataset.from_tensor_slices((tf.zeros([4, 8, 8, 3]), tf.zeros([4])))\nds = ds.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)\nds = ds.cache()  # expect: TFL404\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10).map(lambda x: x + tf.random.uniform([], maxval=2, dtype=tf.int64), num_parallel_calls=2).cache()  # expect: TFL404\n",
+        """
+        import tensorflow as tf
+
+        def augment(x):
+            return tf.image.random_flip_left_right(x)
+
+        ds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))
+        ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.cache()  # expect: TFL404
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).shuffle(10).batch(2).cache()  # expect: TFL404
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow.keras import layers
+
+        augment = tf.keras.Sequential([layers.RandomFlip('horizontal'), layers.RandomRotation(0.1)])
+        ds = tf.data.Dataset.from_tensor_slices((tf.zeros([4, 8, 8, 3]), tf.zeros([4])))
+        ds = ds.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.cache()  # expect: TFL404
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10).map(lambda x: x + tf.random.uniform([], maxval=2, dtype=tf.int64), num_parallel_calls=2).cache()  # expect: TFL404
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -425,24 +633,77 @@ class PyFunctionInDatasetMap(Rule):
         "workers) because the Python function is not part of the graph."
     )
     example = (
-        "def load(path):\n"
-        "    return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)\n\n"
-        "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        """
+        def load(path):
+            return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)
+
+        ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        """
     )
     use_instead = (
-        "def load(path):\n"
-        "    return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)\n\n"
-        "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        """
+        def load(path):
+            return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)
+
+        ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\ndef load(path):\n    return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)\n\nds = tf.data.Dataset.list_files('*.bin').map(load, num_parallel_calls=tf.data.AUTOTUNE)\n",
-        "import numpy as np\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return tf.numpy_function(np.sort, [x], tf.float32)\n",
-        "import tensorflow as tf\n\ndef load(path):\n    return tf.py_function(lambda p: p, [path], tf.string)\n\nresult = load(tf.constant('a'))\n",
+        """
+        import tensorflow as tf
+
+        def load(path):
+            return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)
+
+        ds = tf.data.Dataset.list_files('*.bin').map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return tf.numpy_function(np.sort, [x], tf.float32)
+        """,
+        """
+        import tensorflow as tf
+
+        def load(path):
+            return tf.py_function(lambda p: p, [path], tf.string)
+
+        result = load(tf.constant('a'))
+        """,
     ]
     INVALID = [
-        "import numpy as np\nimport tensorflow as tf\n\ndef load(path):\n    return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)  # expect: TFL405\n\nds = tf.data.Dataset.list_files('*.npy').map(load, num_parallel_calls=tf.data.AUTOTUNE)\n",
-        "import tensorflow as tf\n\nds = tf.data.Dataset.range(10)\nds = ds.map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64), num_parallel_calls=2)  # expect: TFL405\n",
-        "import tensorflow as tensorflow_lib\n\ndef decode(raw):\n    return raw\n\ndef wrapped(raw):\n    return tensorflow_lib.py_function(decode, [raw], tensorflow_lib.string)  # expect: TFL405\n\ndef parse(raw):\n    return wrapped(raw)\n\nds = tensorflow_lib.data.TextLineDataset(['a.txt']).map(parse, num_parallel_calls=4)\n",
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        def load(path):
+            return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)  # expect: TFL405
+
+        ds = tf.data.Dataset.list_files('*.npy').map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10)
+        ds = ds.map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64), num_parallel_calls=2)  # expect: TFL405
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        def decode(raw):
+            return raw
+
+        def wrapped(raw):
+            return tensorflow_lib.py_function(decode, [raw], tensorflow_lib.string)  # expect: TFL405
+
+        def parse(raw):
+            return wrapped(raw)
+
+        ds = tensorflow_lib.data.TextLineDataset(['a.txt']).map(parse, num_parallel_calls=4)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

@@ -50,24 +50,90 @@ class TrainingTrueInServing(Rule):
         "fails. Omitting `training` (or passing `training=False`) runs inference mode."
     )
     example = (
-        "@tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])\n"
-        "def serve(images):\n"
-        "    return model(images, training=True)\n"
+        """
+        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])
+        def serve(images):
+            return model(images, training=True)
+        """
     )
     use_instead = (
-        "@tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])\n"
-        "def serve(images):\n"
-        "    return model(images, training=False)\n"
+        """
+        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28], tf.float32)])
+        def serve(images):
+            return model(images, training=False)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])\ndef serve(x):\n    return model(x)\n\ntf.saved_model.save(model, '/tmp/m', signatures=serve)\n",
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\nopt = tf.keras.optimizers.SGD()\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None, 2], tf.float32)])\ndef train_step(x, y):\n    with tf.GradientTape() as tape:\n        loss = tf.reduce_mean((model(x, training=True) - y) ** 2)\n    grads = tape.gradient(loss, model.trainable_variables)\n    opt.apply_gradients(zip(grads, model.trainable_variables))\n    return loss\n",
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n\n@tf.function\ndef step(x):\n    return model(x, training=True)\n",
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def serve(x):
+            return model(x)
+
+        tf.saved_model.save(model, '/tmp/m', signatures=serve)
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+        opt = tf.keras.optimizers.SGD()
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None, 2], tf.float32)])
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+
+        @tf.function
+        def step(x):
+            return model(x, training=True)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential([tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(2)])\n\n@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])\ndef serve(x):\n    return model(x, training=True)  # expect: TFL601\n",
-        "import tensorflow as tf\n\nclass Exporter(tf.Module):\n    def __init__(self, model):\n        self.model = model\n\n    @tf.function\n    def serve(self, x):\n        return {'probs': self.model(x, training=True)}  # expect: TFL601\n\nexporter = Exporter(tf.keras.Sequential([tf.keras.layers.Dense(2)]))\ntf.saved_model.save(exporter, '/tmp/e', signatures={'serving_default': exporter.serve.get_concrete_function(tf.TensorSpec([None, 4]))})\n",
-        "from tensorflow import keras\nimport tensorflow as tf\n\nmodel = keras.Sequential([keras.layers.BatchNormalization(), keras.layers.Dense(1)])\n\ndef predict_fn(x):\n    return model(x, training=True)  # expect: TFL601\n\nserve = tf.function(predict_fn, input_signature=[tf.TensorSpec([None, 3])])\n",
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(2)])
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def serve(x):
+            return model(x, training=True)  # expect: TFL601
+        """,
+        """
+        import tensorflow as tf
+
+        class Exporter(tf.Module):
+            def __init__(self, model):
+                self.model = model
+
+            @tf.function
+            def serve(self, x):
+                return {'probs': self.model(x, training=True)}  # expect: TFL601
+
+        exporter = Exporter(tf.keras.Sequential([tf.keras.layers.Dense(2)]))
+        tf.saved_model.save(exporter, '/tmp/e', signatures={'serving_default': exporter.serve.get_concrete_function(tf.TensorSpec([None, 4]))})
+        """,
+        """
+        from tensorflow import keras
+        import tensorflow as tf
+
+        model = keras.Sequential([keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+
+        def predict_fn(x):
+            return model(x, training=True)  # expect: TFL601
+
+        serve = tf.function(predict_fn, input_signature=[tf.TensorSpec([None, 3])])
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -215,24 +281,77 @@ class LogitsProbabilitiesMismatch(Rule):
         "plateaus. Nothing raises in either case."
     )
     example = (
-        "model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\n"
-        "model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n"
+        """
+        model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])
+        model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')
+        """
     )
     use_instead = (
-        "model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\n"
-        "model.compile(optimizer='adam',\n"
-        "              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n"
+        """
+        model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])
+        model.compile(optimizer='adam',
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        """
     )
     VALID = [
-        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(10, activation='softmax')])\nmodel.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n",
-        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(10)])\nmodel.compile(optimizer='adam', loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
-        "import keras\n\ninputs = keras.Input((4,))\nx = keras.layers.Dense(8, activation='relu')(inputs)\noutputs = keras.layers.Dense(1, activation='sigmoid')(x)\nmodel = keras.Model(inputs, outputs)\nmodel.compile(optimizer='adam', loss='binary_crossentropy')\n",
-        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(optimizer='adam', loss='mse')\n",
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(10, activation='softmax')])
+        model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')
+        """,
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(10)])
+        model.compile(optimizer='adam', loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        """,
+        """
+        import keras
+
+        inputs = keras.Input((4,))
+        x = keras.layers.Dense(8, activation='relu')(inputs)
+        outputs = keras.layers.Dense(1, activation='sigmoid')(x)
+        model = keras.Model(inputs, outputs)
+        model.compile(optimizer='adam', loss='binary_crossentropy')
+        """,
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile(optimizer='adam', loss='mse')
+        """,
     ]
     INVALID = [
-        "from tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])\nmodel.compile(optimizer='adam', loss='sparse_categorical_crossentropy')  # expect: TFL602\n",
-        "import tensorflow as tf\n\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(10))\nmodel.add(tf.keras.layers.Softmax())\nmodel.compile(optimizer='adam',\n              loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))  # expect: TFL602\n",
-        "import keras\nfrom keras import layers\n\ndef build():\n    inputs = keras.Input((4,))\n    x = layers.Dense(8, activation='relu')(inputs)\n    outputs = layers.Dense(1, activation='sigmoid')(x)\n    return keras.Model(inputs=inputs, outputs=outputs)\n\nmodel = build()\nloss = keras.losses.BinaryCrossentropy(from_logits=True)  # expect: TFL602\nmodel.compile(optimizer='adam', loss=loss)\n",
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(64, activation='relu'), keras.layers.Dense(10)])
+        model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')  # expect: TFL602
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential()
+        model.add(tf.keras.layers.Dense(10))
+        model.add(tf.keras.layers.Softmax())
+        model.compile(optimizer='adam',
+                      loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))  # expect: TFL602
+        """,
+        """
+        import keras
+        from keras import layers
+
+        def build():
+            inputs = keras.Input((4,))
+            x = layers.Dense(8, activation='relu')(inputs)
+            outputs = layers.Dense(1, activation='sigmoid')(x)
+            return keras.Model(inputs=inputs, outputs=outputs)
+
+        model = build()
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)  # expect: TFL602
+        model.compile(optimizer='adam', loss=loss)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -454,8 +573,16 @@ class LogOfSoftmax(Rule):
         "gradients are NaN from then on. `log_softmax` / `log_sigmoid` compute the same value "
         "in a numerically stable way (`x - logsumexp(x)`), and never underflow."
     )
-    example = "log_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))\n"
-    use_instead = "log_probs = tf.nn.log_softmax(logits, axis=-1)\n"
+    example = (
+        """
+        log_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))
+        """
+    )
+    use_instead = (
+        """
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        """
+    )
     fix_safety = (
         "The fix rewrites `log(softmax(x, axis))` to `log_softmax(x, axis)` and "
         "`log(sigmoid(x))` to `log_sigmoid(x)`, in the same API family (`tf.nn.log_softmax`, "
@@ -465,15 +592,47 @@ class LogOfSoftmax(Rule):
         "between the two calls."
     )
     VALID = [
-        "import tensorflow as tf\n\nlog_probs = tf.nn.log_softmax(tf.constant([[1.0, 2.0]]))\n",
-        "import tensorflow as tf\n\nprobs = tf.nn.softmax(tf.constant([[1.0, 2.0]]))\nentropy = -tf.reduce_sum(probs * tf.math.log(probs + 1e-9))\n",
-        "import numpy as np\n\nx = np.log(np.exp([1.0]) / np.exp([1.0]).sum())\n",
-        "import tensorflow as tf\n\nlp = tf.math.log(tf.nn.relu(tf.constant([1.0])) + 1.0)\n",
+        """
+        import tensorflow as tf
+
+        log_probs = tf.nn.log_softmax(tf.constant([[1.0, 2.0]]))
+        """,
+        """
+        import tensorflow as tf
+
+        probs = tf.nn.softmax(tf.constant([[1.0, 2.0]]))
+        entropy = -tf.reduce_sum(probs * tf.math.log(probs + 1e-9))
+        """,
+        """
+        import numpy as np
+
+        x = np.log(np.exp([1.0]) / np.exp([1.0]).sum())
+        """,
+        """
+        import tensorflow as tf
+
+        lp = tf.math.log(tf.nn.relu(tf.constant([1.0])) + 1.0)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nlogits = tf.constant([[1.0, 2.0]])\nlog_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))  # expect: TFL603\n",
-        "import tensorflow as tensorflow_lib\n\nz = tensorflow_lib.constant([0.5])\nll = tensorflow_lib.math.log(tensorflow_lib.sigmoid(z))  # expect: TFL603\n",
-        "from keras import ops\n\ndef loss(logits):\n    return -ops.log(ops.softmax(logits))  # expect: TFL603\n",
+        """
+        import tensorflow as tf
+
+        logits = tf.constant([[1.0, 2.0]])
+        log_probs = tf.math.log(tf.nn.softmax(logits, axis=-1))  # expect: TFL603
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        z = tensorflow_lib.constant([0.5])
+        ll = tensorflow_lib.math.log(tensorflow_lib.sigmoid(z))  # expect: TFL603
+        """,
+        """
+        from keras import ops
+
+        def loss(logits):
+            return -ops.log(ops.softmax(logits))  # expect: TFL603
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -610,24 +769,83 @@ class HardCodedTrainingInCall(Rule):
         "validation metrics are wrong. Nothing fails."
     )
     example = (
-        "class Block(keras.layers.Layer):\n"
-        "    def call(self, x, training=None):\n"
-        "        return self.dropout(x, training=True)\n"
+        """
+        class Block(keras.layers.Layer):
+            def call(self, x, training=None):
+                return self.dropout(x, training=True)
+        """
     )
     use_instead = (
-        "class Block(keras.layers.Layer):\n"
-        "    def call(self, x, training=None):\n"
-        "        return self.dropout(x, training=training)\n"
+        """
+        class Block(keras.layers.Layer):
+            def call(self, x, training=None):
+                return self.dropout(x, training=training)
+        """
     )
     VALID = [
-        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.dropout = keras.layers.Dropout(0.5)\n\n    def call(self, x, training=None):\n        return self.dropout(x, training=training)\n",
-        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.inner = keras.layers.Dense(4)\n\n    def call(self, x):\n        return self.inner(x, training=True) if False else self.inner(x)\n",
-        "from tensorflow import keras\n\ninputs = keras.Input((4,))\nx = keras.layers.Dropout(0.5)(inputs, training=True)\nmodel = keras.Model(inputs, x)\n",
+        """
+        from tensorflow import keras
+
+        class Block(keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.dropout = keras.layers.Dropout(0.5)
+
+            def call(self, x, training=None):
+                return self.dropout(x, training=training)
+        """,
+        """
+        from tensorflow import keras
+
+        class Block(keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.inner = keras.layers.Dense(4)
+
+            def call(self, x):
+                return self.inner(x, training=True) if False else self.inner(x)
+        """,
+        """
+        from tensorflow import keras
+
+        inputs = keras.Input((4,))
+        x = keras.layers.Dropout(0.5)(inputs, training=True)
+        model = keras.Model(inputs, x)
+        """,
     ]
     INVALID = [
-        "from tensorflow import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.dropout = keras.layers.Dropout(0.5)\n\n    def call(self, x, training=None):\n        return self.dropout(x, training=True)  # expect: TFL604\n",
-        "import tensorflow as tf\nfrom tensorflow.keras import layers\n\nclass Net(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.bn = layers.BatchNormalization()\n        self.out = layers.Dense(2)\n\n    def call(self, x):\n        x = self.bn(x, training=True)  # expect: TFL604\n        return self.out(x)\n",
-        "import keras\n\nclass Noisy(keras.layers.Layer):\n    def call(self, x):\n        return keras.layers.Dropout(0.1)(x, training=True)  # expect: TFL604\n",
+        """
+        from tensorflow import keras
+
+        class Block(keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.dropout = keras.layers.Dropout(0.5)
+
+            def call(self, x, training=None):
+                return self.dropout(x, training=True)  # expect: TFL604
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow.keras import layers
+
+        class Net(tf.keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.bn = layers.BatchNormalization()
+                self.out = layers.Dense(2)
+
+            def call(self, x):
+                x = self.bn(x, training=True)  # expect: TFL604
+                return self.out(x)
+        """,
+        """
+        import keras
+
+        class Noisy(keras.layers.Layer):
+            def call(self, x):
+                return keras.layers.Dropout(0.1)(x, training=True)  # expect: TFL604
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

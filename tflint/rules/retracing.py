@@ -69,27 +69,101 @@ class PythonScalarArgumentRetraces(Rule):
         "argument caused them."
     )
     example = (
-        "@tf.function\n"
-        "def train_step(x, y, step):\n"
-        "    ...\n\n"
-        "for step, (x, y) in enumerate(dataset):\n"
-        "    train_step(x, y, step)\n"
+        """
+        @tf.function
+        def train_step(x, y, step):
+            ...
+
+        for step, (x, y) in enumerate(dataset):
+            train_step(x, y, step)
+        """
     )
     use_instead = (
-        "for step, (x, y) in enumerate(dataset):\n"
-        "    train_step(x, y, tf.constant(step, tf.int64))\n"
-        "# or iterate the step as a tensor, or give the function an input_signature\n"
+        """
+        for step, (x, y) in enumerate(dataset):
+            train_step(x, y, tf.constant(step, tf.int64))
+        # or iterate the step as a tensor, or give the function an input_signature
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(10):\n    step(x)\n",
-        "import tensorflow as tf\n\n@tf.function\ndef step(x, i):\n    return x * tf.cast(i, tf.float32)\n\nfor i in range(100):\n    step(tf.ones([2]), tf.constant(i))\n",
-        "import tensorflow as tf\n\n@tf.function(input_signature=[tf.TensorSpec([], tf.int64)])\ndef step(i):\n    return i + 1\n\nfor i in range(100):\n    step(i)\n",
-        "import tensorflow as tf\n\ndef plain(x, i):\n    return x * i\n\nfor i in range(3):\n    plain(tf.ones([2]), i)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return x * 2
+
+        for x in tf.data.Dataset.range(10):
+            step(x)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x, i):
+            return x * tf.cast(i, tf.float32)
+
+        for i in range(100):
+            step(tf.ones([2]), tf.constant(i))
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int64)])
+        def step(i):
+            return i + 1
+
+        for i in range(100):
+            step(i)
+        """,
+        """
+        import tensorflow as tf
+
+        def plain(x, i):
+            return x * i
+
+        for i in range(3):
+            plain(tf.ones([2]), i)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef train_step(x, step):\n    return x * tf.cast(step, tf.float32)\n\nds = tf.data.Dataset.range(10)\nfor i, x in enumerate(ds):\n    train_step(x, i)  # expect: TFL201\n",
-        "from tensorflow import function\n\ndef body(x, lr):\n    return x * lr\n\nstep = function(body)\nfor epoch in range(5):\n    step(1.0, lr=0.1 * epoch)  # expect: TFL201\n",
-        "import tensorflow as tf\n\nclass Trainer:\n    def __init__(self):\n        self.step_fn = tf.function(self._step)\n\n    def _step(self, x, n):\n        return x + n\n\n    def run(self, ds):\n        n = 0\n        for x in ds:\n            n += 1\n            self.step_fn(x, n)  # expect: TFL201\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, step):
+            return x * tf.cast(step, tf.float32)
+
+        ds = tf.data.Dataset.range(10)
+        for i, x in enumerate(ds):
+            train_step(x, i)  # expect: TFL201
+        """,
+        """
+        from tensorflow import function
+
+        def body(x, lr):
+            return x * lr
+
+        step = function(body)
+        for epoch in range(5):
+            step(1.0, lr=0.1 * epoch)  # expect: TFL201
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            def __init__(self):
+                self.step_fn = tf.function(self._step)
+
+            def _step(self, x, n):
+                return x + n
+
+            def run(self, ds):
+                n = 0
+                for x in ds:
+                    n += 1
+                    self.step_fn(x, n)  # expect: TFL201
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -171,27 +245,124 @@ class TfFunctionCreatedRepeatedly(Rule):
         "fires for this."
     )
     example = (
-        "for x, y in dataset:\n"
-        "    step = tf.function(train_step)\n"
-        "    step(x, y)\n"
+        """
+        for x, y in dataset:
+            step = tf.function(train_step)
+            step(x, y)
+        """
     )
     use_instead = (
-        "step = tf.function(train_step)\n"
-        "for x, y in dataset:\n"
-        "    step(x, y)\n"
+        """
+        step = tf.function(train_step)
+        for x, y in dataset:
+            step(x, y)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    step(x)\n",
-        "import tensorflow as tf\n\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n        self.step = tf.function(self._step)\n\n    def _step(self, x):\n        return self.model(x)\n",
-        "import tensorflow as tf\n\ndef train(model, ds, epochs):\n    @tf.function\n    def step(x):\n        return model(x)\n    for _ in range(epochs):\n        for x in ds:\n            step(x)\n\ntrain(None, [], 1)\n",
-        "import tensorflow as tf\n\nclass Runner:\n    def __init__(self):\n        self._fn = None\n\n    def predict(self, x):\n        if self._fn is None:\n            self._fn = tf.function(self._predict)\n        return self._fn(x)\n\n    def _predict(self, x):\n        return x\n",
-        "import tensorflow as tf\n\ndef make_step(model):\n    @tf.function\n    def step(x):\n        return model(x)\n    return step\n\nstep = make_step(None)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return x * 2
+
+        for x in tf.data.Dataset.range(3):
+            step(x)
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.step = tf.function(self._step)
+
+            def _step(self, x):
+                return self.model(x)
+        """,
+        """
+        import tensorflow as tf
+
+        def train(model, ds, epochs):
+            @tf.function
+            def step(x):
+                return model(x)
+            for _ in range(epochs):
+                for x in ds:
+                    step(x)
+
+        train(None, [], 1)
+        """,
+        """
+        import tensorflow as tf
+
+        class Runner:
+            def __init__(self):
+                self._fn = None
+
+            def predict(self, x):
+                if self._fn is None:
+                    self._fn = tf.function(self._predict)
+                return self._fn(x)
+
+            def _predict(self, x):
+                return x
+        """,
+        """
+        import tensorflow as tf
+
+        def make_step(model):
+            @tf.function
+            def step(x):
+                return model(x)
+            return step
+
+        step = make_step(None)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\ndef body(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    step = tf.function(body)  # expect: TFL202\n    step(x)\n",
-        "import tensorflow as tf\n\ndef predict_one(model, x):\n    @tf.function  # expect: TFL202\n    def fwd(x):\n        return model(x)\n    return fwd(x)\n\nfor x in [1.0, 2.0]:\n    predict_one(None, x)\n",
-        "from tensorflow import function\n\nclass Server:\n    def __init__(self, model):\n        self.model = model\n\n    def serve(self, x):\n        return function(self.model)(x)  # expect: TFL202\n",
-        "import tensorflow as tensorflow_lib\n\nwhile True:\n    @tensorflow_lib.function(jit_compile=True)  # expect: TFL202\n    def step(x):\n        return x\n    step(1.0)\n    break\n",
+        """
+        import tensorflow as tf
+
+        def body(x):
+            return x * 2
+
+        for x in tf.data.Dataset.range(3):
+            step = tf.function(body)  # expect: TFL202
+            step(x)
+        """,
+        """
+        import tensorflow as tf
+
+        def predict_one(model, x):
+            @tf.function  # expect: TFL202
+            def fwd(x):
+                return model(x)
+            return fwd(x)
+
+        for x in [1.0, 2.0]:
+            predict_one(None, x)
+        """,
+        """
+        from tensorflow import function
+
+        class Server:
+            def __init__(self, model):
+                self.model = model
+
+            def serve(self, x):
+                return function(self.model)(x)  # expect: TFL202
+        """,
+        """
+        import tensorflow as tensorflow_lib
+
+        while True:
+            @tensorflow_lib.function(jit_compile=True)  # expect: TFL202
+            def step(x):
+                return x
+            step(1.0)
+            break
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -362,28 +533,93 @@ class PerBatchPredict(Rule):
         "call on the whole dataset or a direct `model(x, training=False)`."
     )
     example = (
-        "preds = []\n"
-        "for x, _ in test_ds:\n"
-        "    preds.append(model.predict(x))\n"
+        """
+        preds = []
+        for x, _ in test_ds:
+            preds.append(model.predict(x))
+        """
     )
     use_instead = (
-        "preds = model.predict(test_ds)\n"
-        "# or, in a custom loop:\n"
-        "for x, _ in test_ds:\n"
-        "    preds.append(model(x, training=False))\n"
+        """
+        preds = model.predict(test_ds)
+        # or, in a custom loop:
+        for x, _ in test_ds:
+            preds.append(model(x, training=False))
+        """
     )
     VALID = [
-        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile('adam', 'mse')\nfor epoch in range(10):\n    model.fit(x_train, y_train, epochs=1)\n    model.evaluate(x_val, y_val)\n",
-        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\npreds = model.predict(test_ds)\nfor p in preds:\n    print(p)\n",
-        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor ckpt in checkpoints:\n    model.load_weights(ckpt)\n    print(model.evaluate(val_ds))\n",
-        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor name, ds in splits.items():\n    print(name, model.evaluate(ds))\n",
-        "import tensorflow as tf\n\nfor x, y in test_ds:\n    preds = model(x, training=False)\n",
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile('adam', 'mse')
+        for epoch in range(10):
+            model.fit(x_train, y_train, epochs=1)
+            model.evaluate(x_val, y_val)
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        preds = model.predict(test_ds)
+        for p in preds:
+            print(p)
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for ckpt in checkpoints:
+            model.load_weights(ckpt)
+            print(model.evaluate(val_ds))
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for name, ds in splits.items():
+            print(name, model.evaluate(ds))
+        """,
+        """
+        import tensorflow as tf
+
+        for x, y in test_ds:
+            preds = model(x, training=False)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nmodel = tf.keras.models.load_model('m.keras')\nds = tf.data.Dataset.from_tensor_slices(x).batch(32)\nfor batch in ds:\n    out = model.predict(batch)  # expect: TFL203\n",
-        "import numpy as np\nfrom tensorflow import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor i in range(len(x_test)):\n    sample = np.expand_dims(x_test[i], 0)\n    p = model.predict(sample, verbose=0)  # expect: TFL203\n",
-        "import keras\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nfor epoch in range(3):\n    for xb, yb in val_batches:\n        loss = model.evaluate(xb, yb, verbose=0)  # expect: TFL203\n",
-        "import keras\n\nclass Monitor(keras.callbacks.Callback):\n    def on_train_batch_end(self, batch, logs=None):\n        self.model.predict(self.probe)  # expect: TFL203\n",
+        """
+        import tensorflow as tf
+
+        model = tf.keras.models.load_model('m.keras')
+        ds = tf.data.Dataset.from_tensor_slices(x).batch(32)
+        for batch in ds:
+            out = model.predict(batch)  # expect: TFL203
+        """,
+        """
+        import numpy as np
+        from tensorflow import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for i in range(len(x_test)):
+            sample = np.expand_dims(x_test[i], 0)
+            p = model.predict(sample, verbose=0)  # expect: TFL203
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for epoch in range(3):
+            for xb, yb in val_batches:
+                loss = model.evaluate(xb, yb, verbose=0)  # expect: TFL203
+        """,
+        """
+        import keras
+
+        class Monitor(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                self.model.predict(self.probe)  # expect: TFL203
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

@@ -24,18 +24,22 @@ class PrintInTracedCode(Rule):
         "shown are `Tensor(\"x:0\", shape=...)` rather than numbers."
     )
     example = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    print(\"loss\", loss)\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            print("loss", loss)
+            return loss
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    tf.print(\"loss\", loss)\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            tf.print("loss", loss)
+            return loss
+        """
     )
     fix_safety = (
         "The fix replaces `print` with `tf.print` (using the module's own TensorFlow alias, "
@@ -45,15 +49,66 @@ class PrintInTracedCode(Rule):
         "or `flush=` is passed (tf.print uses `output_stream=`)."
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    tf.print(x)\n    return x\n",
-        "import tensorflow as tf\n\ndef eager_loop(ds):\n    for x in ds:\n        print(x)\n",
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    def report(v):\n        print(v)\n        return v\n    return tf.py_function(report, [x], tf.float32)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            tf.print(x)
+            return x
+        """,
+        """
+        import tensorflow as tf
+
+        def eager_loop(ds):
+            for x in ds:
+                print(x)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            def report(v):
+                print(v)
+                return v
+            return tf.py_function(report, [x], tf.float32)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    print(x)  # expect: TFL101\n    return x\n",
-        "from tensorflow import function\n\n@function(jit_compile=True)\ndef f(x):\n    print('x is', x)  # expect: TFL101\n    return x\n",
-        "import tensorflow as tf\n\ndef helper(x):\n    print(x)  # expect: TFL101\n    return x\n\nstep = tf.function(helper)\n",
-        "from tensorflow import keras\n\nclass Net(keras.Model):\n    def train_step(self, data):\n        print('step')  # expect: TFL101\n        return {}\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            print(x)  # expect: TFL101
+            return x
+        """,
+        """
+        from tensorflow import function
+
+        @function(jit_compile=True)
+        def f(x):
+            print('x is', x)  # expect: TFL101
+            return x
+        """,
+        """
+        import tensorflow as tf
+
+        def helper(x):
+            print(x)  # expect: TFL101
+            return x
+
+        step = tf.function(helper)
+        """,
+        """
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def train_step(self, data):
+                print('step')  # expect: TFL101
+                return {}
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -175,37 +230,127 @@ class MutatedOuterContainer(Rule):
         "or leaks the graph)."
     )
     example = (
-        "losses = []\n\n"
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    losses.append(loss)\n"
-        "    return loss\n"
+        """
+        losses = []
+
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            losses.append(loss)
+            return loss
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    return compute_loss(x, y)\n\n"
-        "losses = []\n"
-        "for x, y in dataset:\n"
-        "    losses.append(float(train_step(x, y)))\n"
-        "# or, inside traced code, accumulate in a tf.TensorArray / tf.Variable\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            return compute_loss(x, y)
+
+        losses = []
+        for x, y in dataset:
+            losses.append(float(train_step(x, y)))
+        # or, inside traced code, accumulate in a tf.TensorArray / tf.Variable
+        """
     )
     VALID = [
-        # a list local to the traced function
-        "import tensorflow as tf\n\n@tf.function\ndef f(xs):\n    out = []\n    for i in range(3):\n        out.append(xs[i] * 2)\n    return tf.stack(out)\n",
-        # eager loop appending Python floats
-        "import tensorflow as tf\n\nhistory = []\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    history.append(float(step(x)))\n",
-        # create-once cache of sublayers behind a membership guard
-        "import keras\n\nclass Block(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.heads = {}\n\n    def call(self, x, key='a'):\n        if key not in self.heads:\n            self.heads[key] = keras.layers.Dense(4)\n        return self.heads[key](x)\n",
-        # TensorArray is the graph-side accumulator
-        "import tensorflow as tf\n\n@tf.function\ndef f(n):\n    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)\n    for i in tf.range(n):\n        ta = ta.write(i, tf.cast(i, tf.float32))\n    return ta.stack()\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(xs):
+            out = []
+            for i in range(3):
+                out.append(xs[i] * 2)
+            return tf.stack(out)
+        """,
+        """
+        import tensorflow as tf
+
+        history = []
+
+        @tf.function
+        def step(x):
+            return x * 2
+
+        for x in tf.data.Dataset.range(3):
+            history.append(float(step(x)))
+        """,
+        """
+        import keras
+
+        class Block(keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.heads = {}
+
+            def call(self, x, key='a'):
+                if key not in self.heads:
+                    self.heads[key] = keras.layers.Dense(4)
+                return self.heads[key](x)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(n):
+            ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            for i in tf.range(n):
+                ta = ta.write(i, tf.cast(i, tf.float32))
+            return ta.stack()
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nlosses = []\n\n@tf.function\ndef step(x):\n    loss = tf.reduce_mean(x)\n    losses.append(loss)  # expect: TFL102\n    return loss\n",
-        "import tensorflow as tf\n\ncache = {}\n\ndef helper(x):\n    cache['last'] = x  # expect: TFL102\n    return x + 1\n\n@tf.function\ndef step(x):\n    return helper(x)\n",
-        "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.dense = keras.layers.Dense(1)\n        self.seen = []\n\n    def call(self, x):\n        self.seen.append(x)  # expect: TFL102\n        return self.dense(x)\n",
-        "import tensorflow as tf\n\ndef train(ds):\n    counts = {'steps': 0}\n\n    @tf.function\n    def step(x):\n        counts['steps'] += 1  # expect: TFL102\n        return x\n\n    for x in ds:\n        step(x)\n",
+        """
+        import tensorflow as tf
+
+        losses = []
+
+        @tf.function
+        def step(x):
+            loss = tf.reduce_mean(x)
+            losses.append(loss)  # expect: TFL102
+            return loss
+        """,
+        """
+        import tensorflow as tf
+
+        cache = {}
+
+        def helper(x):
+            cache['last'] = x  # expect: TFL102
+            return x + 1
+
+        @tf.function
+        def step(x):
+            return helper(x)
+        """,
+        """
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.dense = keras.layers.Dense(1)
+                self.seen = []
+
+            def call(self, x):
+                self.seen.append(x)  # expect: TFL102
+                return self.dense(x)
+        """,
+        """
+        import tensorflow as tf
+
+        def train(ds):
+            counts = {'steps': 0}
+
+            @tf.function
+            def step(x):
+                counts['steps'] += 1  # expect: TFL102
+                return x
+
+            for x in ds:
+                step(x)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -331,31 +476,123 @@ class RebindingInTracedCode(Rule):
         "other than it says, and the stale value is baked into later graphs as a constant."
     )
     example = (
-        "step = 0\n\n"
-        "@tf.function\n"
-        "def train_step(x):\n"
-        "    global step\n"
-        "    step += 1\n"
-        "    return model(x)\n"
+        """
+        step = 0
+
+        @tf.function
+        def train_step(x):
+            global step
+            step += 1
+            return model(x)
+        """
     )
     use_instead = (
-        "step = tf.Variable(0)\n\n"
-        "@tf.function\n"
-        "def train_step(x):\n"
-        "    step.assign_add(1)\n"
-        "    return model(x)\n"
+        """
+        step = tf.Variable(0)
+
+        @tf.function
+        def train_step(x):
+            step.assign_add(1)
+            return model(x)
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nstep = tf.Variable(0)\n\n@tf.function\ndef f(x):\n    step.assign_add(1)\n    return x\n",
-        "import tensorflow as tf\n\ncount = 0\n\ndef eager_step(x):\n    global count\n    count += 1\n    return x\n",
-        "import keras\nimport tensorflow as tf\n\nclass Counter(keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n        self.calls = tf.Variable(0)\n\n    def call(self, x):\n        self.calls.assign_add(1)\n        return x\n",
-        "import tensorflow as tf\n\nclass M(tf.Module):\n    def __init__(self):\n        self.v = None\n\n    @tf.function\n    def __call__(self, x):\n        if self.v is None:\n            self.v = tf.Variable(1.0)\n        return x * self.v\n",
+        """
+        import tensorflow as tf
+
+        step = tf.Variable(0)
+
+        @tf.function
+        def f(x):
+            step.assign_add(1)
+            return x
+        """,
+        """
+        import tensorflow as tf
+
+        count = 0
+
+        def eager_step(x):
+            global count
+            count += 1
+            return x
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Counter(keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.calls = tf.Variable(0)
+
+            def call(self, x):
+                self.calls.assign_add(1)
+                return x
+        """,
+        """
+        import tensorflow as tf
+
+        class M(tf.Module):
+            def __init__(self):
+                self.v = None
+
+            @tf.function
+            def __call__(self, x):
+                if self.v is None:
+                    self.v = tf.Variable(1.0)
+                return x * self.v
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\nstep = 0\n\n@tf.function\ndef f(x):\n    global step\n    step += 1  # expect: TFL103\n    return x\n",
-        "from tensorflow import keras\n\nclass Net(keras.Model):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n    def call(self, x):\n        self.calls += 1  # expect: TFL103\n        return x\n",
-        "import tensorflow as tf\n\nclass Acc:\n    def __init__(self):\n        self.total = 0.0\n\n    @tf.function\n    def add(self, x):\n        self.total = self.total + tf.reduce_sum(x)  # expect: TFL103\n        return x\n",
-        "import tensorflow as tf\n\ndef make():\n    last = None\n\n    @tf.function\n    def step(x):\n        nonlocal last\n        last = x  # expect: TFL103\n        return x\n    return step\n",
+        """
+        import tensorflow as tf
+
+        step = 0
+
+        @tf.function
+        def f(x):
+            global step
+            step += 1  # expect: TFL103
+            return x
+        """,
+        """
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+
+            def call(self, x):
+                self.calls += 1  # expect: TFL103
+                return x
+        """,
+        """
+        import tensorflow as tf
+
+        class Acc:
+            def __init__(self):
+                self.total = 0.0
+
+            @tf.function
+            def add(self, x):
+                self.total = self.total + tf.reduce_sum(x)  # expect: TFL103
+                return x
+        """,
+        """
+        import tensorflow as tf
+
+        def make():
+            last = None
+
+            @tf.function
+            def step(x):
+                nonlocal last
+                last = x  # expect: TFL103
+                return x
+            return step
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -443,30 +680,96 @@ class PythonRandomInTracedCode(Rule):
         "masks, augmentations and noise stop being random, silently."
     )
     example = (
-        "@tf.function\n"
-        "def augment(image):\n"
-        "    if np.random.rand() < 0.5:\n"
-        "        image = tf.image.flip_left_right(image)\n"
-        "    return image\n"
+        """
+        @tf.function
+        def augment(image):
+            if np.random.rand() < 0.5:
+                image = tf.image.flip_left_right(image)
+            return image
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def augment(image):\n"
-        "    if tf.random.uniform([]) < 0.5:\n"
-        "        image = tf.image.flip_left_right(image)\n"
-        "    return image\n"
+        """
+        @tf.function
+        def augment(image):
+            if tf.random.uniform([]) < 0.5:
+                image = tf.image.flip_left_right(image)
+            return image
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
-        "import tensorflow as tf\n\ngen = tf.random.Generator.from_seed(1)\n\n@tf.function\ndef f(x):\n    return x + gen.normal(tf.shape(x))\n",
-        "import numpy as np\nimport tensorflow as tf\n\nrng = np.random.default_rng(0)\nx_train = rng.normal(size=(100, 4)).astype('float32')\n\n@tf.function\ndef f(x):\n    return x * 2\n",
-        "import random\nimport tensorflow as tf\n\ndef make_ds(files):\n    random.shuffle(files)\n    return tf.data.Dataset.from_tensor_slices(files)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            return x + tf.random.normal(tf.shape(x))
+        """,
+        """
+        import tensorflow as tf
+
+        gen = tf.random.Generator.from_seed(1)
+
+        @tf.function
+        def f(x):
+            return x + gen.normal(tf.shape(x))
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        rng = np.random.default_rng(0)
+        x_train = rng.normal(size=(100, 4)).astype('float32')
+
+        @tf.function
+        def f(x):
+            return x * 2
+        """,
+        """
+        import random
+        import tensorflow as tf
+
+        def make_ds(files):
+            random.shuffle(files)
+            return tf.data.Dataset.from_tensor_slices(files)
+        """,
     ]
     INVALID = [
-        "import numpy as np\nimport tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x + np.random.normal()  # expect: TFL104\n",
-        "import random\nimport tensorflow as tf\n\ndef jitter(x):\n    return x * random.uniform(0.9, 1.1)  # expect: TFL104\n\nds = tf.data.Dataset.range(4).map(jitter)\n",
-        "import numpy as np\nfrom tensorflow import function\n\nrng = np.random.default_rng(0)\n\n@function\ndef f(x):\n    return x + rng.normal()  # expect: TFL104\n",
-        "from numpy import random\nimport keras\n\nclass Noise(keras.layers.Layer):\n    def call(self, x):\n        return x + random.rand()  # expect: TFL104\n",
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            return x + np.random.normal()  # expect: TFL104
+        """,
+        """
+        import random
+        import tensorflow as tf
+
+        def jitter(x):
+            return x * random.uniform(0.9, 1.1)  # expect: TFL104
+
+        ds = tf.data.Dataset.range(4).map(jitter)
+        """,
+        """
+        import numpy as np
+        from tensorflow import function
+
+        rng = np.random.default_rng(0)
+
+        @function
+        def f(x):
+            return x + rng.normal()  # expect: TFL104
+        """,
+        """
+        from numpy import random
+        import keras
+
+        class Noise(keras.layers.Layer):
+            def call(self, x):
+                return x + random.rand()  # expect: TFL104
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -529,30 +832,88 @@ class WallClockInTracedCode(Rule):
         "the trace time, and time-based schedules never advance."
     )
     example = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    start = time.perf_counter()\n"
-        "    loss = step(x, y)\n"
-        "    tf.print(\"took\", time.perf_counter() - start)\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            start = time.perf_counter()
+            loss = step(x, y)
+            tf.print("took", time.perf_counter() - start)
+            return loss
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    return step(x, y)\n\n"
-        "start = time.perf_counter()\n"
-        "loss = train_step(x, y)\n"
-        "print(\"took\", time.perf_counter() - start)  # or tf.timestamp() inside the graph\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            return step(x, y)
+
+        start = time.perf_counter()
+        loss = train_step(x, y)
+        print("took", time.perf_counter() - start)  # or tf.timestamp() inside the graph
+        """
     )
     VALID = [
-        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nstart = time.perf_counter()\nstep(tf.constant(1.0))\nprint(time.perf_counter() - start)\n",
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    t0 = tf.timestamp()\n    y = x * 2\n    tf.print(tf.timestamp() - t0)\n    return y\n",
-        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    def now(v):\n        return time.time()\n    return tf.py_function(now, [x], tf.float64)\n",
+        """
+        import time
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return x * 2
+
+        start = time.perf_counter()
+        step(tf.constant(1.0))
+        print(time.perf_counter() - start)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            t0 = tf.timestamp()
+            y = x * 2
+            tf.print(tf.timestamp() - t0)
+            return y
+        """,
+        """
+        import time
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            def now(v):
+                return time.time()
+            return tf.py_function(now, [x], tf.float64)
+        """,
     ]
     INVALID = [
-        "import time\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    t = time.time()  # expect: TFL105\n    return x * 2\n",
-        "from time import perf_counter\nimport tensorflow as tensorflow_lib\n\n@tensorflow_lib.function(jit_compile=True)\ndef step(x):\n    start = perf_counter()  # expect: TFL105\n    return x\n",
-        "from datetime import datetime\nfrom tensorflow import keras\n\nclass Stamp(keras.layers.Layer):\n    def call(self, x):\n        self.last = datetime.now()  # expect: TFL105\n        return x\n",
+        """
+        import time
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            t = time.time()  # expect: TFL105
+            return x * 2
+        """,
+        """
+        from time import perf_counter
+        import tensorflow as tensorflow_lib
+
+        @tensorflow_lib.function(jit_compile=True)
+        def step(x):
+            start = perf_counter()  # expect: TFL105
+            return x
+        """,
+        """
+        from datetime import datetime
+        from tensorflow import keras
+
+        class Stamp(keras.layers.Layer):
+            def call(self, x):
+                self.last = datetime.now()  # expect: TFL105
+                return x
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -586,29 +947,100 @@ class VariableCreatedInTracedCode(Rule):
         "reset (counters and accumulators restart)."
     )
     example = (
-        "@tf.function\n"
-        "def step(x):\n"
-        "    total = tf.Variable(0.0)\n"
-        "    total.assign_add(tf.reduce_sum(x))\n"
-        "    return total\n"
+        """
+        @tf.function
+        def step(x):
+            total = tf.Variable(0.0)
+            total.assign_add(tf.reduce_sum(x))
+            return total
+        """
     )
     use_instead = (
-        "total = tf.Variable(0.0)\n\n"
-        "@tf.function\n"
-        "def step(x):\n"
-        "    total.assign_add(tf.reduce_sum(x))\n"
-        "    return total\n"
+        """
+        total = tf.Variable(0.0)
+
+        @tf.function
+        def step(x):
+            total.assign_add(tf.reduce_sum(x))
+            return total
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nclass Scale(tf.keras.layers.Layer):\n    def build(self, input_shape):\n        self.w = tf.Variable(tf.ones(input_shape[-1:]))\n\n    def call(self, x):\n        return x * self.w\n",
-        "import tensorflow as tf\n\nclass M(tf.Module):\n    def __init__(self):\n        self.v = None\n\n    @tf.function\n    def __call__(self, x):\n        if self.v is None:\n            self.v = tf.Variable(tf.zeros_like(x))\n        return self.v.assign_add(x)\n",
-        "import tensorflow as tf\n\ncounter = tf.Variable(0)\n\n@tf.function\ndef step(x):\n    counter.assign_add(1)\n    return x\n",
-        "import tensorflow as tf\n\nclass Lazy(tf.keras.layers.Layer):\n    def call(self, x):\n        if not self.built:\n            self.build(x.shape)\n        return x\n\n    def build(self, shape):\n        self.k = tf.Variable(tf.zeros(shape[-1:]))\n",
+        """
+        import tensorflow as tf
+
+        class Scale(tf.keras.layers.Layer):
+            def build(self, input_shape):
+                self.w = tf.Variable(tf.ones(input_shape[-1:]))
+
+            def call(self, x):
+                return x * self.w
+        """,
+        """
+        import tensorflow as tf
+
+        class M(tf.Module):
+            def __init__(self):
+                self.v = None
+
+            @tf.function
+            def __call__(self, x):
+                if self.v is None:
+                    self.v = tf.Variable(tf.zeros_like(x))
+                return self.v.assign_add(x)
+        """,
+        """
+        import tensorflow as tf
+
+        counter = tf.Variable(0)
+
+        @tf.function
+        def step(x):
+            counter.assign_add(1)
+            return x
+        """,
+        """
+        import tensorflow as tf
+
+        class Lazy(tf.keras.layers.Layer):
+            def call(self, x):
+                if not self.built:
+                    self.build(x.shape)
+                return x
+
+            def build(self, shape):
+                self.k = tf.Variable(tf.zeros(shape[-1:]))
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    acc = tf.Variable(0.0)  # expect: TFL106\n    acc.assign_add(tf.reduce_sum(x))\n    return acc\n",
-        "import tensorflow as tf\nfrom tensorflow import keras\n\nclass Net(keras.Model):\n    def call(self, x):\n        self.scale = tf.Variable(2.0)  # expect: TFL106\n        return x * self.scale\n",
-        "import keras\nimport tensorflow as tf\n\ndef body(x):\n    v = keras.Variable(1.0)  # expect: TFL106\n    return x * v\n\nstep = tf.function(body)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            acc = tf.Variable(0.0)  # expect: TFL106
+            acc.assign_add(tf.reduce_sum(x))
+            return acc
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def call(self, x):
+                self.scale = tf.Variable(2.0)  # expect: TFL106
+                return x * self.scale
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        def body(x):
+            v = keras.Variable(1.0)  # expect: TFL106
+            return x * v
+
+        step = tf.function(body)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -656,32 +1088,104 @@ class TensorToPythonInTracedCode(Rule):
         "the trace-time value, frozen into the graph."
     )
     example = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    if float(loss) > 10.0:\n"
-        "        loss = loss / 10.0\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            if float(loss) > 10.0:
+                loss = loss / 10.0
+            return loss
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    if loss > 10.0:  # AutoGraph turns this into tf.cond\n"
-        "        loss = loss / 10.0\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            if loss > 10.0:  # AutoGraph turns this into tf.cond
+                loss = loss / 10.0
+            return loss
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    n = int(x.shape[0])\n    return tf.reshape(x, [n, -1])\n",
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return tf.reduce_mean(x)\n\nfor x in tf.data.Dataset.range(3):\n    print(float(step(x)), step(x).numpy())\n",
-        "import tensorflow as tf\n\n@tf.function\ndef f(x, scale=2):\n    s = float(scale)\n    return x * s\n",
-        "import tensorflow as tf\n\ndef helper(t):\n    if tf.executing_eagerly():\n        return t.numpy()\n    return t\n\n@tf.function\ndef f(x):\n    return helper(x)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            n = int(x.shape[0])
+            return tf.reshape(x, [n, -1])
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return tf.reduce_mean(x)
+
+        for x in tf.data.Dataset.range(3):
+            print(float(step(x)), step(x).numpy())
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x, scale=2):
+            s = float(scale)
+            return x * s
+        """,
+        """
+        import tensorflow as tf
+
+        def helper(t):
+            if tf.executing_eagerly():
+                return t.numpy()
+            return t
+
+        @tf.function
+        def f(x):
+            return helper(x)
+        """,
     ]
     INVALID = [
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    loss = tf.reduce_mean(x)\n    if float(loss) > 1.0:  # expect: TFL107\n        return x\n    return -x\n",
-        "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x.numpy() * 2  # expect: TFL107\n",
-        "import keras\nimport tensorflow as tf\n\nclass Crop(keras.layers.Layer):\n    def call(self, inputs):\n        n = int(tf.shape(inputs)[0])  # expect: TFL107\n        flag = bool(inputs[0, 0] > 0)  # expect: TFL107\n        return inputs[: n // 2]\n",
-        "import tensorflow as tf\n\ndef to_py(t):\n    return t.item()  # expect: TFL107\n\n@tf.function(input_signature=[tf.TensorSpec([], tf.float32)])\ndef f(x):\n    y = tf.square(x)\n    return to_py(y)\n",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            loss = tf.reduce_mean(x)
+            if float(loss) > 1.0:  # expect: TFL107
+                return x
+            return -x
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            return x.numpy() * 2  # expect: TFL107
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Crop(keras.layers.Layer):
+            def call(self, inputs):
+                n = int(tf.shape(inputs)[0])  # expect: TFL107
+                flag = bool(inputs[0, 0] > 0)  # expect: TFL107
+                return inputs[: n // 2]
+        """,
+        """
+        import tensorflow as tf
+
+        def to_py(t):
+            return t.item()  # expect: TFL107
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def f(x):
+            y = tf.square(x)
+            return to_py(y)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -779,32 +1283,104 @@ class LoggingOrFileIOInTracedCode(Rule):
         "after step 1."
     )
     example = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    logging.info(\"loss %s\", loss)\n"
-        "    return loss\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            logging.info("loss %s", loss)
+            return loss
+        """
     )
     use_instead = (
-        "@tf.function\n"
-        "def train_step(x, y):\n"
-        "    loss = compute_loss(x, y)\n"
-        "    with writer.as_default():\n"
-        "        tf.summary.scalar(\"loss\", loss, step=optimizer.iterations)\n"
-        "    return loss\n\n"
-        "# or log the returned value from the eager loop:\n"
-        "# logging.info(\"loss %.4f\", float(train_step(x, y)))\n"
+        """
+        @tf.function
+        def train_step(x, y):
+            loss = compute_loss(x, y)
+            with writer.as_default():
+                tf.summary.scalar("loss", loss, step=optimizer.iterations)
+            return loss
+
+        # or log the returned value from the eager loop:
+        # logging.info("loss %.4f", float(train_step(x, y)))
+        """
     )
     VALID = [
-        "import tensorflow as tf\n\nwriter = tf.summary.create_file_writer('logs')\n\n@tf.function\ndef step(x, i):\n    with writer.as_default():\n        tf.summary.scalar('x', tf.reduce_mean(x), step=i)\n    return x\n",
-        "import tensorflow as tf\n\n@tf.function\ndef f(n):\n    ta = tf.TensorArray(tf.float32, size=n)\n    for i in tf.range(n):\n        ta = ta.write(i, 1.0)\n    tf.io.write_file('out.txt', tf.strings.as_string(n))\n    return ta.stack()\n",
-        "import logging\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x * 2\n\nfor x in tf.data.Dataset.range(3):\n    logging.info('loss %.3f', float(step(x)))\n",
+        """
+        import tensorflow as tf
+
+        writer = tf.summary.create_file_writer('logs')
+
+        @tf.function
+        def step(x, i):
+            with writer.as_default():
+                tf.summary.scalar('x', tf.reduce_mean(x), step=i)
+            return x
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(n):
+            ta = tf.TensorArray(tf.float32, size=n)
+            for i in tf.range(n):
+                ta = ta.write(i, 1.0)
+            tf.io.write_file('out.txt', tf.strings.as_string(n))
+            return ta.stack()
+        """,
+        """
+        import logging
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return x * 2
+
+        for x in tf.data.Dataset.range(3):
+            logging.info('loss %.3f', float(step(x)))
+        """,
     ]
     INVALID = [
-        "import logging\nimport tensorflow as tf\n\n@tf.function\ndef step(x):\n    logging.info('x=%s', x)  # expect: TFL108\n    return x\n",
-        "import logging\nimport tensorflow as tf\n\nlog = logging.getLogger(__name__)\n\ndef helper(x):\n    log.warning('step')  # expect: TFL108\n    return x\n\n@tf.function\ndef step(x):\n    return helper(x)\n",
-        "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    with open('log.txt', 'a') as fh:  # expect: TFL108\n        fh.write('step\\n')  # expect: TFL108\n    return x\n",
-        "from absl import logging\nfrom tensorflow import keras\n\nclass Net(keras.Model):\n    def train_step(self, data):\n        logging.info('train step')  # expect: TFL108\n        return {}\n",
+        """
+        import logging
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            logging.info('x=%s', x)  # expect: TFL108
+            return x
+        """,
+        """
+        import logging
+        import tensorflow as tf
+
+        log = logging.getLogger(__name__)
+
+        def helper(x):
+            log.warning('step')  # expect: TFL108
+            return x
+
+        @tf.function
+        def step(x):
+            return helper(x)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            with open('log.txt', 'a') as fh:  # expect: TFL108
+                fh.write('step\\n')  # expect: TFL108
+            return x
+        """,
+        """
+        from absl import logging
+        from tensorflow import keras
+
+        class Net(keras.Model):
+            def train_step(self, data):
+                logging.info('train step')  # expect: TFL108
+                return {}
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:

@@ -23,8 +23,18 @@ class UnparsableFile(Rule):
         "No rule can look inside a file that does not parse, so every other diagnostic for it "
         "is silently missing. Python itself will refuse to import the file, too."
     )
-    example = "def train(:\n    pass\n"
-    use_instead = "def train():\n    pass\n"
+    example = (
+        """
+        def train(:
+            pass
+        """
+    )
+    use_instead = (
+        """
+        def train():
+            pass
+        """
+    )
     fix_safety = "This rule has no automatic fix."
     fixable = False
     VALID: ClassVar[list[str]] = []

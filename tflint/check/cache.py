@@ -24,8 +24,8 @@ MAX_ENTRIES = 50_000
 
 
 # The parts of tflint whose code decides the findings.
-_FINDINGS_CODE = ("__init__.py", "engine.py", "source.py", "parse.py", "suppress.py", "finding.py",
-                  "cache.py", "rules", "analysis")
+_FINDINGS_CODE = ("__init__.py", "finding.py", "check/engine.py", "check/source.py", "check/parse.py",
+                  "check/suppress.py", "check/cache.py", "rules", "analysis")
 
 
 def code_fingerprint() -> str:

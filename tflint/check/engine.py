@@ -1,6 +1,6 @@
 """The check pipeline for one file, and for many.
 
-Per file: bytes → text (:mod:`tflint.source`) → ``ast`` (:mod:`tflint.parse`) → one shared
+Per file: bytes → text (:mod:`tflint.check.source`) → ``ast`` (:mod:`tflint.check.parse`) → one shared
 :class:`tflint.analysis.Analysis` → every enabled rule → suppression comments → findings.
 A file that cannot be read, decoded or parsed yields one ``TFL000`` finding. A file whose text
 never mentions TensorFlow or Keras is parsed (so that ``TFL000`` is reported) but not analyzed.
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tflint.finding import Finding, Severity
-from tflint.parse import ParseError, parse
-from tflint.source import NotebookMap, SourceError, decode
+from tflint.check.parse import ParseError, parse
+from tflint.check.source import NotebookMap, SourceError, decode
 
 PARSE_ERROR_CODE = "TFL000"
 PARSE_ERROR_URL = "https://github.com/tflint/tflint/blob/main/docs/rules.md#tfl000-unparsable-file"
@@ -255,7 +255,7 @@ def lint_text(
         result.errors.extend(failures)
         result.cacheable = False
     if findings:
-        from tflint import suppress
+        from tflint.check import suppress
 
         findings = _normalise_columns(findings, text)
         findings = suppress.apply(findings, text)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tflint.render import RenderContext, finding_url, severity_str, sorted_findings
+from tflint.check.render import RenderContext, finding_url, severity_str, sorted_findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.finding import Finding

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tflint.render import RenderContext, rule_meta, severity_str, sorted_findings
+from tflint.check.render import RenderContext, rule_meta, severity_str, sorted_findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.finding import Finding

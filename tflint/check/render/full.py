@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tflint.render import (
+from tflint.check.render import (
     RenderContext,
     char_width,
     display_width,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tflint import __version__
-from tflint.render import RenderContext, severity_str, sorted_findings
+from tflint.check.render import RenderContext, severity_str, sorted_findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.finding import Finding
@@ -40,7 +40,7 @@ def _registered_rules() -> list[type]:
 
 
 def rule_descriptor(rule: type) -> dict:
-    from tflint.render import ruledoc
+    from tflint.check.render import ruledoc
 
     doc = ruledoc.rule_dict(rule)
     descriptor = {

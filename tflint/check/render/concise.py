@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tflint.render import RenderContext, sorted_findings, summary_lines
+from tflint.check.render import RenderContext, sorted_findings, summary_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.finding import Finding

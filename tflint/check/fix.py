@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from tflint.finding import Edit, Finding, Fix
-from tflint.source import SourceError, decode, newline_of
+from tflint.check.source import SourceError, decode, newline_of
 
 MAX_PASSES = 5
 
@@ -132,7 +132,7 @@ def _applicable(findings: list[Finding], unsafe: bool) -> list[Fix]:
 
 def parses(text: str) -> str | None:
     """``None`` when ``text`` parses with ``ast`` and libcst; otherwise why not."""
-    from tflint.parse import ParseError, parse
+    from tflint.check.parse import ParseError, parse
 
     try:
         parse(text)
@@ -196,8 +196,8 @@ def fix_file(
 
     ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
     """
-    from tflint.engine import lint_text
-    from tflint.source import is_notebook_path
+    from tflint.check.engine import lint_text
+    from tflint.check.source import is_notebook_path
 
     outcome = FixOutcome(path, raw)
     if is_notebook_path(path):
@@ -217,7 +217,7 @@ def fix_file(
         new_text, n = apply_fixes(text, fixes)
         if n == 0 or new_text == text:
             break
-        from tflint.parse import ParseError, parse
+        from tflint.check.parse import ParseError, parse
 
         try:
             parse(new_text)
@@ -269,8 +269,8 @@ def _fix_notebook(
 ) -> FixOutcome:
     """Fix the code cells of a notebook: edits must stay within one cell and off IPython lines."""
 
-    from tflint.engine import lint_text
-    from tflint.source import decode_notebook
+    from tflint.check.engine import lint_text
+    from tflint.check.source import decode_notebook
 
     try:
         src = decode_notebook(raw)
@@ -331,7 +331,7 @@ def _fix_notebook(
         except SourceError as exc:  # pragma: no cover - we just wrote valid JSON
             outcome.problem = f"the fixed notebook is invalid ({exc.reason})"
             return outcome
-        from tflint.parse import ParseError, parse
+        from tflint.check.parse import ParseError, parse
 
         try:
             parse(new_src.text)
@@ -343,7 +343,7 @@ def _fix_notebook(
         text = new_src.text
         result = lint_text(outcome.path, text, enabled, rules=rules)
     if not fixed or cell_texts == original_cells:
-        from tflint.engine import lint_bytes
+        from tflint.check.engine import lint_bytes
 
         outcome.findings = lint_bytes(outcome.path, raw, enabled, rules).findings
         return outcome
@@ -351,7 +351,7 @@ def _fix_notebook(
     if problem:
         outcome.problem = f"the fixed code would not parse ({problem})"
         return outcome
-    from tflint.engine import lint_bytes
+    from tflint.check.engine import lint_bytes
 
     new_raw = _dump_notebook(doc, indent)
     outcome.new_raw = new_raw

@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from tflint.discover import DEFAULT_EXCLUDE, PathPatterns, glob_to_regex
+from tflint.check.discover import DEFAULT_EXCLUDE, PathPatterns, glob_to_regex
 
 CONFIG_NAMES = ("tflint.toml", "pyproject.toml")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
-from tflint.render.statistics import statistics
+from tflint.check.render.statistics import statistics
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.finding import Finding
@@ -36,11 +36,11 @@ __all__ = [
 
 # name -> (module, class); the module is imported on first use.
 _RENDERERS: dict[str, tuple[str, str]] = {
-    "full": ("tflint.render.full", "FullRenderer"),
-    "concise": ("tflint.render.concise", "ConciseRenderer"),
-    "json": ("tflint.render.json", "JsonRenderer"),
-    "sarif": ("tflint.render.sarif", "SarifRenderer"),
-    "github": ("tflint.render.github", "GithubRenderer"),
+    "full": ("tflint.check.render.full", "FullRenderer"),
+    "concise": ("tflint.check.render.concise", "ConciseRenderer"),
+    "json": ("tflint.check.render.json", "JsonRenderer"),
+    "sarif": ("tflint.check.render.sarif", "SarifRenderer"),
+    "github": ("tflint.check.render.github", "GithubRenderer"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_RENDERERS)
