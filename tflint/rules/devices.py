@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from tflint.analysis.loops import walk_body
-from tflint.finding import Severity
+from tflint.finding import Fix, Severity
+from tflint.rules._fixes import wrap
 from tflint.rules.base import Rule, RuleContext
 
 _SOFT_PLACEMENT = frozenset(
@@ -348,6 +349,13 @@ class TensorsAccumulatedInLoop(Rule):
     name = "tensors-accumulated-in-training-loop"
     severity = Severity.WARNING
     summary = "Tensors appended to a Python list every training step keep device memory alive"
+    fixable = True
+    fix_safety = (
+        "The fix appends `value.numpy()` instead of the tensor, so the list holds host copies "
+        "and the device buffers are freed each step. It is unsafe: the list now holds NumPy "
+        "arrays (TensorFlow ops still accept them), and a value that is not a tensor (a tuple "
+        "or dict of tensors returned by a step) raises `AttributeError`; unpack it first."
+    )
     what = (
         "Checks for `list.append(t)` in a training loop (a loop that runs a train step, "
         "`apply_gradients` or `tape.gradient`) where `t` is a tensor — the result of a traced "
@@ -493,11 +501,15 @@ class TensorsAccumulatedInLoop(Rule):
             if why is None:
                 continue
             lst = ast.get_source_segment(ctx.source, target) or "list"
+            value = node.args[0]
+            simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+            edits = wrap(value, "" if simple else "(", ".numpy()" if simple else ").numpy()")
             ctx.report(
                 node,
                 f"`{lst}.append()` keeps a tensor ({why}) alive every training-loop iteration "
                 "(loop on line {}): device memory grows with each step. Append `float(...)` or "
                 "`.numpy()`, or use a `tf.keras.metrics.Mean`".format(loop.lineno),
+                fix=Fix("Append the value as a NumPy array (`.numpy()`)", edits, "unsafe"),
             )
 
     @staticmethod

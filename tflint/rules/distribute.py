@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 
 from tflint.analysis.astutil import dotted, walk_own
-from tflint.finding import Severity
+from tflint.finding import Fix, Severity
+from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, wrap
 from tflint.rules.base import Rule, RuleContext
 
 _MODEL_CALLS = frozenset({
@@ -234,6 +235,14 @@ class UndistributedDataset(Rule):
     name = "undistributed-dataset"
     severity = Severity.WARNING
     summary = "Dataset fed to `strategy.run` without `experimental_distribute_dataset`"
+    fixable = True
+    fix_safety = (
+        "When the dataset is the loop's iterable or the argument of `iter(...)`, the fix wraps "
+        "it in `strategy.experimental_distribute_dataset(...)` with the strategy whose `run` it "
+        "feeds. It is unsafe: each replica then receives its slice of every batch (the batch "
+        "size becomes the global batch size), and values returned by `strategy.run` are "
+        "per-replica; reduce them with `strategy.reduce` where a single value is needed."
+    )
     what = (
         "Checks for a `tf.data` dataset iterated in a custom training loop that calls "
         "`strategy.run` (directly or through a step function), where the dataset was not "
@@ -371,11 +380,21 @@ class UndistributedDataset(Rule):
                     name = dotted(inner) or ctx.segment(inner) or "dataset"
                     if len(name) > 40:
                         name = name[:37] + "..."
+                    fix = None
+                    strategy = run.func.value if isinstance(run.func, ast.Attribute) else None
+                    direct = ds is getattr(loop, "iter", None) or inner is not ds
+                    if direct and isinstance(strategy, (ast.Name, ast.Attribute)) and dotted(strategy):
+                        fix = Fix(
+                            f"Distribute `{name}` with `{dotted(strategy)}.experimental_distribute_dataset`",
+                            wrap(inner, f"{dotted(strategy)}.experimental_distribute_dataset(", ")"),
+                            "unsafe",
+                        )
                     ctx.report(
                         ds,
                         f"Dataset `{name}` feeds `strategy.run` (line {run.lineno}) without "
                         f"`strategy.experimental_distribute_dataset`: every replica gets the whole "
                         f"batch and repeats the same work. Distribute it first",
+                        fix=fix,
                     )
 
     @staticmethod
@@ -663,6 +682,7 @@ def _mentions_guard(expr: ast.AST) -> bool:
 
 
 _MEAN_FUNCS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean"})
+_TF_MEAN_FUNCS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean"})
 _LOSS_PREFIX = "keras.losses."
 
 
@@ -671,6 +691,15 @@ class UnscaledReplicaLoss(Rule):
     name = "unscaled-replica-loss"
     severity = Severity.ERROR
     summary = "Per-replica loss averaged over the replica's batch instead of the global batch"
+    fixable = True
+    fix_safety = (
+        "For `tf.reduce_mean(per_example_loss)` with one argument, the fix divides by the global "
+        "batch instead: `tf.nn.compute_average_loss(per_example_loss)`, which sums the losses "
+        "and divides by the replica's batch size times the number of replicas. It is unsafe: "
+        "it is the same average only for a rank-1 per-example loss (a `[batch, time]` loss is "
+        "summed over time too), and an uneven last batch is weighted by the global batch. Pass "
+        "`global_batch_size=` when it is known. Keras loss objects get no fix."
+    )
     what = (
         "Checks the replica function of a custom distributed loop (the function passed to "
         "`strategy.run`) for a differentiated loss that is a plain batch mean: "
@@ -811,7 +840,20 @@ class UnscaledReplicaLoss(Rule):
                         f"Loss of replica function `{func.name}` (run on line {run.lineno}) is "
                         f"{how}: gradients summed over replicas are num_replicas times too large. "
                         f"Use `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`",
+                        fix=self._average_loss_fix(ctx, bad),
                     )
+
+    @staticmethod
+    def _average_loss_fix(ctx: RuleContext, bad: ast.AST) -> Fix | None:
+        """``tf.reduce_mean(per_example)`` → ``tf.nn.compute_average_loss(per_example)``."""
+        a = ctx.analysis
+        if not (isinstance(bad, ast.Call) and a.call_name(bad) in _TF_MEAN_FUNCS):
+            return None
+        if len(bad.args) != 1 or bad.keywords or isinstance(bad.args[0], ast.Starred):
+            return None
+        tf, imports = tensorflow_alias(ctx)
+        text = f"{tf}.nn.compute_average_loss({ctx.segment(bad.args[0])})"
+        return Fix(f"Average over the global batch: `{text}`", (replace_span(start_of(bad), end_of(bad), text), *imports), "unsafe")
 
     def _unscaled(self, ctx: RuleContext, expr: ast.AST, func: ast.AST, depth: int) -> list[ast.AST]:
         a = ctx.analysis

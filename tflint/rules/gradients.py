@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from tflint.analysis.astutil import dotted
 from tflint.analysis.tapes import _kw
-from tflint.finding import Severity
+from tflint.finding import Fix, Severity
+from tflint.rules._fixes import end_of, insert_first_in_block, replace_span, set_keyword, start_of
 from tflint.rules.base import Rule, RuleContext
 
 
@@ -27,6 +29,12 @@ class UnwatchedTensorSource(Rule):
     name = "gradient-of-unwatched-tensor"
     severity = Severity.ERROR
     summary = "`tape.gradient` with respect to a plain tensor the tape never watched"
+    fixable = True
+    fix_safety = (
+        "The fix inserts `tape.watch(x)` as the first statement of the tape's `with` block, when "
+        "`x` is a tensor bound before the block. It is safe: the tape then records the "
+        "operations on `x`, and the gradient that was None becomes the real one."
+    )
     what = (
         "Checks `tape.gradient(target, sources)` calls where a source is a plain tensor — a "
         "`tf.constant`, a converted array, the result of an op or a model call — that the tape "
@@ -164,6 +172,7 @@ class UnwatchedTensorSource(Rule):
                         f"`{tape.label}` never watches it: `{tape.label}.{flow.method}` returns None "
                         f"for it. Call `{tape.label}.watch({sf.name})` inside the `with` block "
                         f"(line {tape.line}) or make it a `tf.Variable`",
+                        fix=_watch_fix(ctx, tape, sf.name, v) if v.kind == "tensor" else None,
                     )
                     break
                 if (
@@ -177,8 +186,21 @@ class UnwatchedTensorSource(Rule):
                         f"`{tape.label}` was created with `watch_accessed_variables=False` (line "
                         f"{tape.line}) and never watches `{label}`: its gradient is None. Call "
                         f"`{tape.label}.watch({label})` inside the block",
+                        fix=_watch_fix(ctx, tape, sf.name, v) if sf.name else None,
                     )
                     break
+
+
+def _watch_fix(ctx: RuleContext, tape, name: str, val) -> Fix | None:
+    """``tape.watch(name)`` as the first statement of the tape's ``with`` block, when ``name``
+    is bound before the block (its value is the one the block computes with)."""
+    if not tape.withs or tape.name is None or any(inside for _, inside in val.defs):
+        return None
+    block = tape.withs[0]
+    if any(line > block.lineno for line, _ in val.defs):
+        return None
+    edit = insert_first_in_block(ctx, block.body, f"{tape.name}.watch({name})")
+    return Fix(f"Watch `{name}` at the start of the `with` block", (edit,)) if edit else None
 
 
 class TargetOutsideTape(Rule):
@@ -508,6 +530,12 @@ class RepeatedGradientCall(Rule):
     name = "non-persistent-tape-reused"
     severity = Severity.ERROR
     summary = "`gradient()` called more than once on a non-persistent tape"
+    fixable = True
+    fix_safety = (
+        "The fix adds `persistent=True` to the `tf.GradientTape(...)` call. It is safe: the "
+        "calls that raised RuntimeError now return gradients; the tape's memory is freed when "
+        "its last reference goes (add `del tape` after the last call in a long function)."
+    )
     what = (
         "Checks for a second `gradient()` (or `jacobian()`) call on a tape created without "
         "`persistent=True`, including a call in a loop or comprehension that runs once per item "
@@ -627,12 +655,19 @@ class RepeatedGradientCall(Rule):
                     how = f"on every iteration of the loop on line {prev.lineno}"
                 else:
                     how = f"once per item of the comprehension on line {prev.lineno}"
+                fix = None
+                if isinstance(tape.call, ast.Call):
+                    fix = Fix(
+                        "Create the tape with `persistent=True`",
+                        (set_keyword(ctx, tape.call, "persistent", "True"),),
+                    )
                 ctx.report(
                     call,
                     f"`{tape.label}.{method}()` runs {how}, but `{tape.label}` (line {tape.line}) is "
                     "not persistent: the first call releases it and this one raises RuntimeError. "
                     "Create it with `tf.GradientTape(persistent=True)` and `del` it after the last "
                     "call",
+                    fix=fix,
                 )
 
 
@@ -912,6 +947,14 @@ class AppliedToOtherVariables(Rule):
     name = "gradients-applied-to-other-variables"
     severity = Severity.ERROR
     summary = "`apply_gradients(zip(grads, A))` where `grads` were computed for other variables"
+    fixable = True
+    fix_safety = (
+        "When the variables the gradients were computed for are a name or attribute chain of "
+        "the same function (`generator.trainable_variables`), the fix applies the gradients to "
+        "them. It is unsafe: it assumes the `gradient` call names the intended variables and "
+        "the `apply_gradients` call is the mistake; when it is the other way round, fix the "
+        "`gradient` call instead."
+    )
     what = (
         "Checks `optimizer.apply_gradients(zip(grads, A))` (and `optimizer.apply(grads, A)`) "
         "where `grads = tape.gradient(loss, B)` — followed through names, "
@@ -1048,11 +1091,24 @@ class AppliedToOtherVariables(Rule):
             both_bare = ca.startswith("name:") and cb.startswith("name:")
             if not (both_resolved or both_bare):
                 continue
+            fix = None
+            a = ctx.analysis
+            if (
+                dotted(computed) is not None
+                and a.enclosing_function(gcall) is a.enclosing_function(node)
+                and isinstance(applied, (ast.Name, ast.Attribute))
+            ):
+                fix = Fix(
+                    f"Apply the gradients to `{dotted(computed)}`",
+                    (replace_span(start_of(applied), end_of(applied), dotted(computed)),),
+                    "unsafe",
+                )
             ctx.report(
                 node,
                 f"gradients were computed for `{_text(computed, 40)}` (line {gcall.lineno}) but are "
                 f"applied to `{_text(applied, 40)}`: `zip` pairs each gradient with another "
                 "variable. Pass the same variable list to `gradient` and `apply_gradients`",
+                fix=fix,
             )
 
     @staticmethod

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by
 from tflint.finding import Edit, Fix, Severity
-from tflint.rules._fixes import tensorflow_alias
+from tflint.rules._fixes import move_step_before, tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
 
 _EAGER_WRAPPERS = frozenset(
@@ -409,6 +409,13 @@ class ShuffleAfterBatch(Rule):
     name = "shuffle-after-batch"
     severity = Severity.WARNING
     summary = "`.shuffle()` after `.batch()` shuffles whole batches, not examples"
+    fixable = True
+    fix_safety = (
+        "The fix moves `.shuffle(...)` in front of the batching call when both are links of one "
+        "chain expression. It is unsafe: the buffer then counts examples instead of batches, so "
+        "the same `buffer_size` mixes fewer examples at a time; raise it (ideally to the "
+        "dataset's size, memory permitting). Pipelines split over several statements get no fix."
+    )
     what = "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched."
     why = (
         "After `batch`, each element of the dataset is a whole batch: `shuffle` then reorders "
@@ -486,11 +493,13 @@ class ShuffleAfterBatch(Rule):
                     break
             if batch is None:
                 continue
+            edit = move_step_before(ctx, t.node, batch.node)
             ctx.report(
                 _method_span(ctx, t.node),
                 f"`.shuffle()` after `.{batch.method}()` (line {batch.line}) shuffles whole batches: the "
                 "same examples stay together every epoch. Shuffle before batching",
                 end_node=t.node,
+                fix=Fix(f"Move `.shuffle()` before `.{batch.method}()`", (edit,), "unsafe") if edit else None,
             )
 
 
@@ -499,6 +508,14 @@ class CacheAfterRandomness(Rule):
     name = "cache-after-random-step"
     severity = Severity.WARNING
     summary = "`.cache()` after random augmentation or `.shuffle()` freezes the first epoch"
+    fixable = True
+    fix_safety = (
+        "The fix moves `.cache()` in front of the random step when both are links of one chain "
+        "expression, so the random work runs again every epoch. It is safe: each epoch now sees "
+        "new augmentations or a new order, which is what the pipeline asked for; the cache then "
+        "holds the elements before the random step. Pipelines split over several statements get "
+        "no fix."
+    )
     what = (
         "Checks for `Dataset.cache()` applied after a `.map(...)` whose function draws random "
         "numbers (`tf.random.*`, `tf.image.random_*`, stateless random ops, Keras random "
@@ -613,7 +630,9 @@ class CacheAfterRandomness(Rule):
                     "stores the first epoch's augmented elements: every later epoch sees the "
                     "same augmentation. Cache before the random map"
                 )
-            ctx.report(_method_span(ctx, t.node), msg, end_node=t.node)
+            edit = move_step_before(ctx, t.node, step.node)
+            fix = Fix(f"Move `.cache()` before `.{kind}()`", (edit,)) if edit else None
+            ctx.report(_method_span(ctx, t.node), msg, end_node=t.node, fix=fix)
 
 
 class PyFunctionInDatasetMap(Rule):

@@ -7,7 +7,7 @@ import re
 
 from tflint.analysis.loops import walk_body
 from tflint.finding import Fix, Severity
-from tflint.rules._fixes import tensorflow_alias
+from tflint.rules._fixes import end_of, replace_span, set_keyword, start_of, tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
 
 _TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v1.function"})
@@ -38,6 +38,12 @@ class TrainingTrueInServing(Rule):
     name = "training-true-in-serving-function"
     severity = Severity.ERROR
     summary = "A serving/export function calls a model or layer with `training=True`"
+    fixable = True
+    fix_safety = (
+        "The fix replaces `training=True` with `training=False`. It is safe: the serving "
+        "function then runs Dropout as identity and BatchNormalization with its moving "
+        "statistics, as `predict` does; training code is not touched."
+    )
     what = (
         "Checks for calls with `training=True` inside a function that is exported for serving: "
         "passed as `signatures=` to `tf.saved_model.save`/`model.save`/`model.export`, or a "
@@ -164,12 +170,16 @@ class TrainingTrueInServing(Rule):
         for func, why in serving.items():
             name = getattr(func, "name", "<lambda>")
             for n in _walk_own(func):
-                if isinstance(n, ast.Call) and _training_true(n) is not None:
+                if isinstance(n, ast.Call) and (kw := _training_true(n)) is not None:
                     ctx.report(
                         n,
                         f"`{name}` {why} but calls `training=True`: Dropout stays active and "
                         "BatchNormalization uses the request batch's statistics in serving. Omit "
                         "`training` or pass `training=False`",
+                        fix=Fix(
+                            "Pass `training=False`",
+                            (replace_span(start_of(kw.value), end_of(kw.value), "False"),),
+                        ),
                     )
 
     @staticmethod
@@ -266,6 +276,14 @@ class LogitsProbabilitiesMismatch(Rule):
     name = "logits-probabilities-mismatch"
     severity = Severity.ERROR
     summary = "`from_logits` does not match the model's last layer (softmax/sigmoid vs raw logits)"
+    fixable = True
+    fix_safety = (
+        "The fix sets `from_logits` on the loss constructor to match the last layer "
+        "(`False` after softmax/sigmoid, `True` after a linear layer). It is unsafe: the loss "
+        "values change (to the correct ones), so training curves, tuned learning rates and "
+        "checkpoints' metrics are no longer comparable; removing the activation instead is "
+        "equally valid. Losses given as strings or with a positional `from_logits` get no fix."
+    )
     what = (
         "Checks `model.compile(loss=...)` against the model's definition in the module "
         "(`Sequential` list and `add` calls, or the functional `outputs`): a cross-entropy loss "
@@ -379,6 +397,7 @@ class LogitsProbabilitiesMismatch(Rule):
                     f"Loss uses `from_logits=True` but the model's last layer (line "
                     f"{layer_node.lineno}) already applies {act}: the loss applies it again and "
                     "gradients vanish. Remove the activation or use `from_logits=False`",
+                    fix=self._from_logits_fix(ctx, loss_node, "False"),
                 )
             elif wants == "probabilities" and act == "linear":
                 ctx.report(
@@ -386,7 +405,15 @@ class LogitsProbabilitiesMismatch(Rule):
                     f"Loss expects probabilities (`from_logits=False`) but the model's last layer "
                     f"(line {layer_node.lineno}) outputs raw logits: the loss is computed on "
                     "clipped scores. Pass `from_logits=True` to the loss",
+                    fix=self._from_logits_fix(ctx, loss_node, "True"),
                 )
+
+    @staticmethod
+    def _from_logits_fix(ctx: RuleContext, loss: ast.AST, value: str) -> Fix | None:
+        """``from_logits=<value>`` on a loss constructor call written in the ``compile`` call."""
+        if not isinstance(loss, ast.Call) or loss.args:  # a positional `from_logits` stays as it is
+            return None
+        return Fix(f"Pass `from_logits={value}` to the loss", (set_keyword(ctx, loss, "from_logits", value),), "unsafe")
 
     # loss side
     def _loss_kind(self, ctx: RuleContext, loss: ast.AST, at: ast.AST, depth: int = 0) -> tuple[ast.AST, str | None]:
@@ -758,6 +785,13 @@ class HardCodedTrainingInCall(Rule):
     name = "hard-coded-training-in-layer-call"
     severity = Severity.ERROR
     summary = "`training=True` hard-coded for Dropout/BatchNormalization inside a layer's `call`"
+    fixable = True
+    fix_safety = (
+        "When `call` has a `training` parameter, the fix passes it through "
+        "(`training=training`). It is safe: `fit` still trains with Dropout active, and "
+        "`predict`, `evaluate` and serving now run in inference mode. Without such a parameter "
+        "there is no fix."
+    )
     what = (
         "Checks a Keras layer's or model's `call` for Dropout / BatchNormalization sub-layers "
         "called with the constant `training=True` instead of the `training` argument."
@@ -870,11 +904,20 @@ class HardCodedTrainingInCall(Rule):
                         kind = attrs.get(f.attr)
                     if kind is None:
                         continue
+                    fix = None
+                    params = {p.arg for p in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+                    kw = _training_true(n)
+                    if "training" in params and kw is not None:
+                        fix = Fix(
+                            "Pass `training=training`",
+                            (replace_span(start_of(kw.value), end_of(kw.value), "training"),),
+                        )
                     ctx.report(
                         n,
                         f"`{kind}` is called with `training=True` inside `{cls.name}.call`: it "
                         "stays in training mode in `predict`, `evaluate` and serving. Pass the "
                         "`training` argument of `call` through",
+                        fix=fix,
                     )
 
     def _mode_layer(self, ctx: RuleContext, expr: ast.AST) -> str | None:

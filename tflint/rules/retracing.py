@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from tflint.finding import Severity
+from tflint.finding import Edit, Fix, Severity
+from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
 from tflint.rules.base import Rule, RuleContext
 
 _SCALAR_CASTS = ("int", "float", "bool", "round", "abs")
@@ -55,6 +56,14 @@ class PythonScalarArgumentRetraces(Rule):
     name = "python-scalar-retraces-tf-function"
     severity = Severity.WARNING
     summary = "tf.function called with a Python number that changes every call"
+    fixable = True
+    fix_safety = (
+        "The fix wraps the argument in `tf.constant(...)`, so every call passes a tensor of one "
+        "dtype and shape and the function traces once. It is unsafe: inside the function the "
+        "value is now a tensor, so Python code that needs a Python number (`range(n)`, list "
+        "indexing, string formatting) changes behaviour or fails while tracing, and a Python "
+        "`float` becomes a `float32` tensor."
+    )
     what = (
         "Checks for a `tf.function` called inside a Python loop with a Python number that "
         "changes between calls: the index of `range(...)`/`enumerate(...)`, or a counter "
@@ -198,11 +207,17 @@ class PythonScalarArgumentRetraces(Rule):
                 name = _scalar_use(arg, scalars, ctx)
                 if name is None:
                     continue
+                tf, imports = tensorflow_alias(ctx)
                 ctx.report(
                     node,
                     f"`{ctx.segment(node.func)}` is a tf.function called with Python number "
                     f"`{name}` ({scalars[name]}): every new value retraces the whole function; "
                     f"pass `tf.constant({name})` instead",
+                    fix=Fix(
+                        f"Pass `{tf}.constant({ctx.segment(arg)})`",
+                        (*wrap(arg, f"{tf}.constant(", ")"), *imports),
+                        "unsafe",
+                    ),
                 )
                 break
 
@@ -231,6 +246,13 @@ class TfFunctionCreatedRepeatedly(Rule):
     name = "tf-function-created-repeatedly"
     severity = Severity.WARNING
     summary = "tf.function created inside a loop or a repeatedly called function"
+    fixable = True
+    fix_safety = (
+        "For `f = tf.function(g)` alone on its lines directly inside a loop, reading no name the "
+        "loop binds, the fix moves the statement in front of the loop. It is safe: the function "
+        "is the same, created once, so it traces once per input signature instead of once per "
+        "iteration. Decorated definitions and factories get no fix."
+    )
     what = (
         "Checks for `@tf.function` / `tf.function(...)` evaluated inside a loop, or inside a "
         "function body that runs again and again (called in a loop, or a method that builds "
@@ -391,7 +413,45 @@ class TfFunctionCreatedRepeatedly(Rule):
         for report_at, anchor, defined in sites:
             message = self._problem(ctx, anchor, defined)
             if message:
-                ctx.report(report_at, message)
+                ctx.report(report_at, message, fix=None if defined else self._hoist_fix(ctx, anchor))
+
+    @staticmethod
+    def _hoist_fix(ctx: RuleContext, anchor: ast.AST) -> Fix | None:
+        """``f = tf.function(g)`` alone on its lines, directly in a loop body and reading nothing
+        the loop binds: move it in front of the loop."""
+        a = ctx.analysis
+        loops = a.loops.enclosing_loops(anchor)
+        stmt = a.parent(anchor)
+        if not loops or not isinstance(stmt, ast.Assign) or stmt.value is not anchor:
+            return None
+        loop = loops[0]
+        if stmt not in loop.body or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            return None
+        bound = {
+            n.id
+            for part in (getattr(loop, "target", None), *loop.body)
+            if part is not None
+            for n in ast.walk(part)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        } - {stmt.targets[0].id}
+        if any(isinstance(n, ast.Name) and n.id in bound for n in ast.walk(anchor)):
+            return None
+        lines = text_lines(ctx, stmt.lineno, stmt.end_lineno)
+        head, tail = lines[0].encode()[: stmt.col_offset].decode(), lines[-1].encode()[stmt.end_col_offset :].decode()
+        if head.strip() or tail.strip():
+            return None  # shares its lines with other code
+        loop_indent = text_lines(ctx, loop.lineno, loop.lineno)[0].encode()[: loop.col_offset].decode()
+        shift = len(head) - len(loop_indent)
+        moved = "".join(ln[shift:] if ln[:shift].isspace() else ln for ln in lines)
+        if not moved.endswith(("\n", "\r")):
+            return None
+        return Fix(
+            f"Create `{stmt.targets[0].id}` once, before the loop",
+            (
+                Edit(loop.lineno, 0, loop.lineno, 0, moved),
+                Edit(stmt.lineno, 0, stmt.end_lineno + 1, 0, ""),
+            ),
+        )
 
     def _problem(self, ctx: RuleContext, anchor: ast.AST, defined: ast.AST | None) -> str | None:
         a = ctx.analysis
@@ -512,6 +572,22 @@ _PER_BATCH_HOOKS = frozenset(
     }
 )
 _PREDICT = frozenset({"predict", "predict_on_batch", "evaluate"})
+# keywords of `predict` that only steer its loop: calling the model directly needs none of them
+_LOOP_ONLY_KEYWORDS = frozenset({"verbose", "batch_size", "steps", "callbacks"})
+
+
+def _direct_call_fix(ctx: RuleContext, call: ast.Call) -> Fix | None:
+    """``model.predict(x, verbose=0)`` → ``model(x, training=False)`` (one input, no other
+    keywords; ``evaluate`` computes losses and metrics and has no one-call equivalent)."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or f.attr not in ("predict", "predict_on_batch"):
+        return None
+    inputs = [*call.args, *(k.value for k in call.keywords if k.arg == "x")]
+    others = [k for k in call.keywords if k.arg != "x" and k.arg not in _LOOP_ONLY_KEYWORDS]
+    if len(inputs) != 1 or others or any(k.arg is None for k in call.keywords):
+        return None
+    text = f"{ctx.segment(f.value)}({ctx.segment(inputs[0])}, training=False)"
+    return Fix(f"Call the model directly: `{text}`", (replace_span(start_of(call), end_of(call), text),), "unsafe")
 
 
 class PerBatchPredict(Rule):
@@ -519,6 +595,14 @@ class PerBatchPredict(Rule):
     name = "per-batch-predict-in-loop"
     severity = Severity.WARNING
     summary = "`model.predict`/`evaluate` called per batch or per sample in a Python loop"
+    fixable = True
+    fix_safety = (
+        "For `predict`/`predict_on_batch` with one input and no keywords but `verbose`, "
+        "`batch_size`, `steps` or `callbacks`, the fix calls the model directly: "
+        "`model(x, training=False)`. It is unsafe: the result is a tensor, not a NumPy array "
+        "(use `.numpy()` where an array is needed), and the whole input goes through the model "
+        "as one batch. `evaluate` gets no fix."
+    )
     what = (
         "Checks for `model.predict(...)`, `predict_on_batch(...)` or `evaluate(...)` called "
         "inside a Python loop on the loop's current batch or sample (`for x in dataset`, "
@@ -642,6 +726,7 @@ class PerBatchPredict(Rule):
                     f"`{method}()` in per-batch callback hook `{hook.name}` runs a whole "
                     f"`{method}` pass on every training batch; call the model directly "
                     f"(`model(x, training=False)`) or move it to `on_epoch_end`",
+                    fix=_direct_call_fix(ctx, node),
                 )
                 continue
             data = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("x", "y"))]
@@ -657,6 +742,7 @@ class PerBatchPredict(Rule):
                     f"`{method}()` is called on `{used[0]}`, a batch or sample of the loop on line "
                     f"{loop.lineno}: each call pays `{method}`'s whole setup; call it once on the "
                     f"dataset, or use `model(x, training=False)` in the loop",
+                    fix=_direct_call_fix(ctx, node),
                 )
                 break
 

@@ -6,7 +6,7 @@ import ast
 
 from tflint.analysis.astutil import flatten_targets
 from tflint.finding import Fix, Severity
-from tflint.rules._fixes import tensorflow_alias
+from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
 
 
@@ -669,6 +669,17 @@ class PythonRandomInTracedCode(Rule):
     name = "python-random-in-traced-code"
     severity = Severity.ERROR
     summary = "Python or NumPy randomness in traced code is drawn once, at trace time"
+    fixable = True
+    fix_safety = (
+        "For one-number draws with a TensorFlow equivalent (`random.random()`, "
+        "`random.uniform(a, b)`, `random.gauss(mu, sigma)`, `np.random.rand()`, "
+        "`np.random.randn()`, `np.random.uniform(...)`, `np.random.normal(...)` without "
+        "keywords), the fix draws with `tf.random.uniform([], ...)` / `tf.random.normal([], ...)`, "
+        "a new number on every call. It is unsafe: the value is a float32 tensor, not a Python "
+        "float, the random stream differs (seed with `tf.random.set_seed`), and a `tf.data` map "
+        "whose function draws random numbers is stateful, so it no longer runs in parallel by "
+        "itself."
+    )
     what = (
         "Checks for `random.*`, `np.random.*` and NumPy `Generator`/`RandomState` methods "
         "(`rng = np.random.default_rng(); rng.normal()`) called in traced code. "
@@ -786,6 +797,7 @@ class PythonRandomInTracedCode(Rule):
                 call,
                 f"`{shown}()` in traced `{_fname(func)}` draws one number while tracing; every "
                 f"call reuses it as a constant. Use `tf.random.*` or a `tf.random.Generator`",
+                fix=_tf_random_fix(ctx, call, name),
             )
 
     @staticmethod
@@ -817,11 +829,54 @@ _CLOCKS = frozenset(
 )
 
 
+# Python/NumPy draws of one number and the TensorFlow op drawing the same distribution:
+# name -> (tf.random function, default arguments (low/mean, high/stddev), fixed arity or None)
+_TF_RANDOM_EQUIVALENT = {
+    "random.random": ("uniform", ("0.0", "1.0"), 0),
+    "random.uniform": ("uniform", (), 2),
+    "random.gauss": ("normal", (), 2),
+    "random.normalvariate": ("normal", (), 2),
+    "numpy.random.rand": ("uniform", ("0.0", "1.0"), 0),
+    "numpy.random.random": ("uniform", ("0.0", "1.0"), 0),
+    "numpy.random.randn": ("normal", ("0.0", "1.0"), 0),
+    "numpy.random.uniform": ("uniform", ("0.0", "1.0"), None),
+    "numpy.random.normal": ("normal", ("0.0", "1.0"), None),
+}
+
+
+def _tf_random_fix(ctx: RuleContext, call: ast.Call, name: str) -> Fix | None:
+    """``random.uniform(a, b)`` → ``tf.random.uniform([], a, b)``: one scalar draw per call."""
+    known = _TF_RANDOM_EQUIVALENT.get(name)
+    if known is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    op, defaults, arity = known
+    given = [ctx.segment(a) for a in call.args]
+    if (arity is not None and len(given) != arity) or len(given) > 2:
+        return None
+    args = given + list(defaults[len(given):])
+    tf, imports = tensorflow_alias(ctx)
+    text = f"{tf}.random.{op}([]{''.join(', ' + a for a in args if args != ['0.0', '1.0'])})"
+    return Fix(f"Draw with `{tf}.random.{op}`", (replace_span(start_of(call), end_of(call), text), *imports), "unsafe")
+
+
+# clocks whose differences `tf.timestamp()` (seconds, float64) measures the same way
+_TIMESTAMP_EQUIVALENT = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
+
+
 class WallClockInTracedCode(Rule):
     code = "TFL105"
     name = "wall-clock-in-traced-code"
     severity = Severity.ERROR
     summary = "Wall-clock call in traced code is read once, at trace time"
+    fixable = True
+    fix_safety = (
+        "For `time.time()`, `time.perf_counter()`, `time.monotonic()` and "
+        "`timeit.default_timer()`, the fix reads the clock with `tf.timestamp()`, an op that "
+        "runs on every call. It is unsafe: the value is a float64 tensor of seconds since the "
+        "epoch, not a Python float, and ops that are not ordered by data dependencies may run "
+        "before or after it (differences between two reads stay meaningful only when they "
+        "depend on the work they time)."
+    )
     what = (
         "Checks for `time.time()`, `time.perf_counter()`, `time.monotonic()`, "
         "`datetime.now()` and similar clock reads inside traced code."
@@ -921,11 +976,20 @@ class WallClockInTracedCode(Rule):
         for call, func in _traced_calls(ctx):
             if a.call_name(call) not in _CLOCKS:
                 continue
+            fix = None
+            if a.call_name(call) in _TIMESTAMP_EQUIVALENT and not (call.args or call.keywords):
+                tf, imports = tensorflow_alias(ctx)
+                fix = Fix(
+                    f"Read the clock in the graph: `{tf}.timestamp()`",
+                    (replace_span(start_of(call), end_of(call), f"{tf}.timestamp()"), *imports),
+                    "unsafe",
+                )
             ctx.report(
                 call,
                 f"`{_text(ctx, call.func)}()` in traced `{_fname(func)}` reads the clock once, "
                 f"while tracing; the value is a constant in every later call. Time the call "
                 f"from eager code or use `tf.timestamp()`",
+                fix=fix,
             )
 
 
