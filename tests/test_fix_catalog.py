@@ -769,3 +769,33 @@ def test_fixed_program_no_longer_misbehaves(case, capfd):
         good = run(case.after, case.observe)
     assert case.bug(bad), f"the original program does not show the bug: {bad!r}"
     assert not case.bug(good), f"the fixed program still shows the bug: {good!r}"
+
+
+def test_fixes_compose_in_one_run_including_two_in_one_chain():
+    """Overlapping fixes of one chain are deferred to the next pass of the same run."""
+    before = d(
+        """
+        import tensorflow as tf
+
+        def augment(x):
+            return x + tf.random.uniform([], maxval=3, dtype=tf.int64)
+
+        @tf.function
+        def step(x, i):
+            print("step", i)
+            return x * 2
+
+        ds = tf.data.Dataset.range(40).map(augment, num_parallel_calls=4).batch(8).shuffle(5).cache()
+        for i in range(3):
+            for x in ds:
+                step(x, i)
+        """
+    )
+    enabled = frozenset({"TFL101", "TFL201", "TFL403", "TFL404"})
+    out = fix_file("example.py", before.encode(), enabled, unsafe=True)
+    assert out.problem is None and out.fixed == 4
+    assert out.new_text == before.replace('print("step"', 'tf.print("step"').replace(
+        ".map(augment, num_parallel_calls=4).batch(8).shuffle(5).cache()",
+        ".cache().map(augment, num_parallel_calls=4).shuffle(5).batch(8)",
+    ).replace("step(x, i)\n", "step(x, tf.constant(i))\n")
+    assert lint_text("example.py", out.new_text, enabled).findings == []
