@@ -297,3 +297,41 @@ def test_server_without_pygls_is_one_line_error(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "tflint[lsp]" in proc.stderr
+
+
+def test_unsafe_fix_is_marked_and_unparsable_file_is_tfl000(server, tmp_path):
+    server.initialize(tmp_path)
+    text = 'import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    print(f"x={x}")\n    return x\n'
+    uri = "untitled:Untitled-1"
+    _open(server, uri, text)
+    [d] = server.diagnostics(uri, version=1)
+    actions = _actions(server, uri, d)
+    [fix] = [a for a in actions if a["title"].startswith("TFL101")]
+    assert fix["kind"] == "quickfix.tflint.unsafe" and fix["title"].endswith("(unsafe)")
+    assert fix["isPreferred"] is False
+    assert 'tf.print(f"x={x}")' in apply_edits(text, fix["edit"]["changes"][uri])
+    # "fix all" applies safe fixes only: nothing to offer here
+    assert _actions(server, uri, d, only=["source.fixAll"]) == []
+
+    broken = "import tensorflow as tf\ndef f(:\n    pass\n"
+    _change(server, uri, broken, 2)
+    [d] = server.diagnostics(uri, version=2)
+    assert d["code"] == "TFL000" and d["range"]["start"]["line"] == 1
+    assert not [a for a in _actions(server, uri, d) if "noqa" in a["title"]]
+
+
+def test_positions_are_utf16_code_units(server, tmp_path):
+    server.initialize(tmp_path)
+    text = 'import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    s = "\U0001F600"; print(s)\n    return x\n'
+    uri = (tmp_path / "emoji.py").as_uri()
+    _open(server, uri, text)
+    [d] = server.diagnostics(uri, version=1)
+    prefix = '    s = "\U0001F600"; '
+    assert d["range"]["start"] == {"line": 5, "character": len(prefix) + 1}  # the emoji is 2 units
+    [fix] = [a for a in _actions(server, uri, d) if a["title"].startswith("TFL101")]
+    assert apply_edits(text, fix["edit"]["changes"][uri]).splitlines()[5] == prefix + "tf.print(s)"
+    hover = server.request(
+        "textDocument/hover",
+        {"textDocument": {"uri": uri}, "position": {"line": 5, "character": len(prefix) + 2}},
+    )
+    assert "TFL101" in hover["contents"]["value"]

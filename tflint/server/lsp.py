@@ -32,8 +32,8 @@ FIX_ALL_KIND = "source.fixAll.tflint"
 UNSAFE_FIX_KIND = "quickfix.tflint.unsafe"
 
 
-def uri_to_path(uri: str) -> str:
-    """A file system path for a ``file:`` URI; other schemes get a stable pseudo-path."""
+def uri_to_path(uri: str, root: str | None = None) -> str:
+    """A file system path for a ``file:`` URI; other schemes get a pseudo-path in ``root``."""
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         path = unquote(parsed.path)
@@ -42,7 +42,7 @@ def uri_to_path(uri: str) -> str:
         return path
     # untitled:, vscode-notebook-cell: ... : checked as if in the workspace root
     name = os.path.basename(unquote(parsed.path)) or "untitled"
-    return os.path.join(os.getcwd(), name)
+    return os.path.join(root or os.getcwd(), name)
 
 
 @dataclass
@@ -105,7 +105,7 @@ class TflintServer(LanguageServer):
         return doc.version, doc.source, [key]
 
     def _compute(self, key: str, notebook: bool, content: str | list[str]) -> core.Outcome:
-        path = uri_to_path(key)
+        path = uri_to_path(key, self.cache.root)
         try:
             if notebook:
                 return core.lint_notebook(self.cache, path, list(content))
@@ -419,12 +419,12 @@ def build_server() -> TflintServer:
         loop = asyncio.get_running_loop()
         if nb_key is None:
             text = doc.cell_texts[0]
-            new = await loop.run_in_executor(ls.executor, core.fix_all_python, ls.cache, uri_to_path(uri), text)
+            new = await loop.run_in_executor(ls.executor, core.fix_all_python, ls.cache, uri_to_path(uri, ls.cache.root), text)
             if new is None:
                 return None
             return t.WorkspaceEdit(changes={uri: [ls.whole_text_edit(text, new)]})
         new_cells = await loop.run_in_executor(
-            ls.executor, core.fix_all_notebook, ls.cache, uri_to_path(nb_key), list(doc.cell_texts)
+            ls.executor, core.fix_all_notebook, ls.cache, uri_to_path(nb_key, ls.cache.root), list(doc.cell_texts)
         )
         if new_cells is None:
             return None
