@@ -21,9 +21,10 @@ from typing import Any
 
 # Cell magics whose body is Python run in the user's namespace: checked as that Python.
 _PYTHON_BODY_MAGICS = ("tflint_profile", "time", "capture", "prun")
-# Earlier cells kept as context for the static check.
-MAX_HISTORY_CELLS = 500
-MAX_HISTORY_CHARS = 2_000_000
+# Earlier cells kept as context for the static check (the oldest go first). The check of a cell
+# re-reads them all, so this bounds its time (about 0.5 s at the limit on one core).
+MAX_HISTORY_CELLS = 300
+MAX_HISTORY_CHARS = 150_000
 _NOT_SHOWN = {"TFL000"}  # IPython reports syntax errors itself
 
 
