@@ -320,10 +320,13 @@ def test_unsafe_fix_is_marked_and_unparsable_file_is_tfl000(server, tmp_path):
     assert not [a for a in _actions(server, uri, d) if "noqa" in a["title"]]
 
 
-def test_positions_are_utf16_code_units(server, tmp_path):
+def test_positions_are_utf16_code_units_and_uris_may_be_escaped(server, tmp_path):
     server.initialize(tmp_path)
     text = 'import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    s = "\U0001F600"; print(s)\n    return x\n'
-    uri = (tmp_path / "emoji.py").as_uri()
+    folder = tmp_path / "my project"  # a URI with an escaped space
+    folder.mkdir()
+    uri = (folder / "emoji.py").as_uri()
+    assert "%20" in uri
     _open(server, uri, text)
     [d] = server.diagnostics(uri, version=1)
     prefix = '    s = "\U0001F600"; '

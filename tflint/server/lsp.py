@@ -94,13 +94,16 @@ class TflintServer(LanguageServer):
         return uris, texts
 
     # -- checking -----------------------------------------------------------------------
-    def _snapshot(self, key: str, notebook: bool) -> tuple[int | None, str | list[str], list[str]]:
+    def _snapshot(self, key: str, notebook: bool) -> tuple[int | None, str | list[str], list[str]] | None:
+        """(version, content, URIs of what is checked) of an open document; None once closed."""
         if notebook:
             nb = self.workspace.get_notebook_document(notebook_uri=key)
             if nb is None:
-                return None, [], []
+                return None
             uris, texts = self._code_cells(nb)
             return nb.version, texts, uris
+        if unquote(key) not in self.workspace.text_documents:
+            return None
         doc = self.workspace.get_text_document(key)
         return doc.version, doc.source, [key]
 
@@ -115,13 +118,15 @@ class TflintServer(LanguageServer):
 
     async def check(self, key: str, notebook: bool) -> Doc | None:
         """Check document ``key`` now and publish; return what was checked."""
-        version, content, uris = self._snapshot(key, notebook)
-        if not uris and not notebook:
+        snap = self._snapshot(key, notebook)
+        if snap is None:
             return None
+        version, content, uris = snap
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(self.executor, self._compute, key, notebook, content)
-        if self._snapshot(key, notebook)[0] != version:
-            return None  # changed meanwhile: a newer check is scheduled
+        now = self._snapshot(key, notebook)
+        if now is None or now[0] != version:
+            return None  # closed, or changed meanwhile (a newer check is scheduled)
         doc = self.docs.setdefault(key, Doc())
         doc.version, doc.outcome = version, outcome
         doc.cell_uris = uris
@@ -132,9 +137,11 @@ class TflintServer(LanguageServer):
 
     async def current(self, key: str, notebook: bool) -> Doc | None:
         """The check results for the document as it is now (checking it if needed)."""
-        version = self._snapshot(key, notebook)[0]
+        snap = self._snapshot(key, notebook)
+        if snap is None:
+            return None
         doc = self.docs.get(key)
-        if doc is not None and doc.outcome is not None and doc.version == version:
+        if doc is not None and doc.outcome is not None and doc.version == snap[0]:
             return doc
         return await self.check(key, notebook)
 
