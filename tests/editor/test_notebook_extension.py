@@ -203,3 +203,29 @@ def test_jupyter_kernel(kernel):
     [err] = bad["error"]
     assert err["ename"] == "KeyError" and any("broken()" in ln for ln in err["traceback"])
     assert not bad["display"] and "tflint" not in bad["stream"]["stderr"] + bad["stream"]["stdout"]
+
+
+def test_configuration_is_honoured_in_ipython(tmp_path):
+    # The static check only: a stand-in `tensorflow` module keeps this run free of TensorFlow.
+    fake = tmp_path / "fake"
+    (fake / "tensorflow").mkdir(parents=True)
+    (fake / "tensorflow" / "__init__.py").write_text("def function(f=None, **kw):\n    return f\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "tflint.toml").write_text('ignore = ["TFL201"]\n')
+    cells = [
+        f"import sys; sys.path.insert(0, {str(fake)!r})\n%load_ext tflint",
+        'import tensorflow as tf\n\n@tf.function\ndef scale(x, n):\n    print("tracing")\n    return x * n\n',
+        "for i in range(3):\n    scale(1.0, i)\n",
+        "open('tflint.toml', 'w').write('selekt = []\\n')",
+        "for i in range(3):\n    scale(1.0, i)\n",
+        "for j in range(3):\n    scale(2.0, j)\n",
+    ]
+    _, define, ignored, breaks, defaults, again = run_terminal_ipython(cells, work)
+    assert "line 5: TFL101" in define["stdout"]
+    assert not _tflint_lines(ignored["stdout"] + ignored["stderr"])  # TFL201 ignored by tflint.toml
+    # an invalid configuration: one line naming the file and the key, once; the defaults apply
+    [line] = _tflint_lines(breaks["stderr"])
+    assert "tflint.toml" in line and "selekt" in line
+    assert "TFL201" in defaults["stdout"] and not _tflint_lines(defaults["stderr"])
+    assert "TFL201" in again["stdout"]

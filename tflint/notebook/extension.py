@@ -45,6 +45,7 @@ class TflintExtension:
         self.last_report: Any = None
         self._nested = 0
         self._cache: Any = None
+        self._said: set[str] = set()
 
     # -- registration -----------------------------------------------------------------------
     def register(self) -> None:
@@ -110,10 +111,10 @@ class TflintExtension:
         cache, path = self._cache_and_path()
         outcome = lint_notebook(cache, path, [*self.history, code])
         self._remember(code)
-        if outcome.config_error:
-            sys.stderr.write(f"tflint: {outcome.config_error}\n")
-        for err in outcome.errors:
-            sys.stderr.write(f"tflint: {err}\n")
+        for msg in ([outcome.config_error] if outcome.config_error else []) + outcome.errors:
+            if msg not in self._said:  # once each, not under every cell
+                self._said.add(msg)
+                sys.stderr.write(f"tflint: {' '.join(msg.split())}\n")
         mine = len(self.history)
         found = [f for f in outcome.findings if f.cell == mine and f.code not in _NOT_SHOWN]
         return CellFindings(found, offset) if found else None
