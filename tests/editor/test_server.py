@@ -277,6 +277,18 @@ def test_configuration_is_honoured_and_reloaded(tmp_path):
         msg = client.wait_for(lambda m: m.get("method") == "window/showMessage", after=mark)
         text = msg["params"]["message"]
         assert "tflint.toml" in text and "selekt" in text and "\n" not in text
+
+        # an excluded file gets no diagnostics, as `tflint check` skips it
+        cfg.write_text('[tool.tflint]\nextend-exclude = ["generated/"]\n')
+        gen = tmp_path / "generated" / "model.py"
+        gen.parent.mkdir()
+        gen.write_text(BUGGY)
+        _open(client, gen.as_uri(), BUGGY)
+        assert client.diagnostics(gen.as_uri(), version=1) == []
+        other = tmp_path / "model.py"
+        other.write_text(BUGGY)
+        _open(client, other.as_uri(), BUGGY)
+        assert [d["code"] for d in client.diagnostics(other.as_uri(), version=1)] == ["TFL101"]
     finally:
         assert client.close() == 0
 

@@ -83,11 +83,25 @@ class ConfigCache:
         return settings, error
 
 
+def is_excluded(cache: ConfigCache, abspath: str) -> bool:
+    """``abspath`` or a directory above it (up to its configuration's root) is excluded, as
+    ``tflint check --force-exclude`` decides for a path named explicitly."""
+    stop = cache.settings_for(abspath)[0].config.root
+    p = abspath
+    while True:
+        if cache.settings_for(p)[0].is_excluded(p):
+            return True
+        parent = os.path.dirname(p)
+        if parent == p or p == stop or not parent.startswith(stop):
+            return False
+        p = parent
+
+
 def _enabled(cache: ConfigCache, path: str, outcome: Outcome) -> frozenset[str] | None:
     settings, error = cache.settings_for(path)
     outcome.config_error = error
     abspath = os.path.abspath(path)
-    if settings.is_excluded(abspath):
+    if is_excluded(cache, abspath):
         outcome.excluded = True
         return None
     return settings.enabled_for(abspath)
