@@ -325,11 +325,22 @@ def test_unsafe_fix_is_marked_and_unparsable_file_is_tfl000(server, tmp_path):
     # "fix all" applies safe fixes only: nothing to offer here
     assert _actions(server, uri, d, only=["source.fixAll"]) == []
 
+    # a document in another language is not checked
+    json_uri = (tmp_path / "nb.ipynb").as_uri()
+    server.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": json_uri, "languageId": "json", "version": 1, "text": '{"cells": ['}},
+    )
+
     broken = "import tensorflow as tf\ndef f(:\n    pass\n"
     _change(server, uri, broken, 2)
     [d] = server.diagnostics(uri, version=2)
     assert d["code"] == "TFL000" and d["range"]["start"]["line"] == 1
     assert not [a for a in _actions(server, uri, d) if "noqa" in a["title"]]
+    assert not [
+        m for m in server.notifications
+        if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == json_uri
+    ]
 
 
 def test_positions_are_utf16_code_units_and_uris_may_be_escaped(server, tmp_path):

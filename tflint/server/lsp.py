@@ -105,6 +105,8 @@ class TflintServer(LanguageServer):
         if unquote(key) not in self.workspace.text_documents:
             return None
         doc = self.workspace.get_text_document(key)
+        if doc.language_id not in (None, "", "python"):
+            return None  # e.g. a notebook's JSON opened as text: only Python is checked
         return doc.version, doc.source, [key]
 
     def _compute(self, key: str, notebook: bool, content: str | list[str]) -> core.Outcome:
