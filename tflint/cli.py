@@ -1,4 +1,5 @@
-"""tflint's command line: ``tflint check``, ``tflint rule(s)``, ``tflint profile``, ``tflint report``.
+"""tflint's command line: ``tflint check``, ``tflint rule(s)``, ``tflint profile``, ``tflint report``,
+``tflint server``.
 
 Each command lives in its own module under ``tflint/commands/`` and exposes ``register(app)``.
 ``check`` (it runs on every commit) and ``profile`` (its start-up is counted against the user's
@@ -15,7 +16,12 @@ from typing import Any
 
 from tflint import __version__
 
-_FAST_COMMANDS = {"check": "tflint.commands.check", "profile": "tflint.commands.profile"}
+_FAST_COMMANDS = {
+    "check": "tflint.commands.check",
+    "profile": "tflint.commands.profile",
+    # the language server: started by editors, speaks LSP on stdio (no CLI framework output)
+    "server": "tflint.server",
+}
 
 
 @lru_cache(maxsize=1)
@@ -49,6 +55,10 @@ def build_app() -> Any:
     rules.register(app)
     profile.register(app)
     report.register(app)
+    from tflint import server
+    from tflint.commands import register_forwarding
+
+    register_forwarding(app, "server", server.SUMMARY, server.main)
     return app
 
 
