@@ -62,6 +62,10 @@ class TracedFunctions:
         self.reasons: dict[ast.AST, str] = {}
         self.eager: set[ast.AST] = set()  # functions passed to py_function & co.
         self.keras_classes: set[ast.ClassDef] = set()
+        # functions TensorFlow itself traces (not reached through other traced code), and
+        # whether AutoGraph converts them: "autograph", "no-autograph" (Keras 3 methods,
+        # ``tf.function(autograph=False)``)
+        self.entry_points: dict[ast.AST, str] = {}
         self._compute()
 
     # -- queries ---------------------------------------------------------------------------
@@ -172,6 +176,7 @@ class TracedFunctions:
                         self.reasons.setdefault(
                             node, f"decorated with @tf.function (line {dec.lineno})"
                         )
+                        self.entry_points[node] = _autograph_kind(dec)
                 cls = a.parent(node)
                 if (
                     isinstance(cls, ast.ClassDef)
@@ -181,6 +186,7 @@ class TracedFunctions:
                     self.reasons.setdefault(
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
                     )
+                    self.entry_points.setdefault(node, "no-autograph")
             elif isinstance(node, ast.Call):
                 # Only a call spelled ``<x>.function(...)`` (and the like) or through an
                 # imported name can be one of these: skip resolving the others.
@@ -194,6 +200,7 @@ class TracedFunctions:
                 if name in TF_FUNCTION and node.args:
                     for f in self._resolve_callable(node.args[0], node):
                         self.reasons.setdefault(f, f"wrapped with tf.function (line {node.lineno})")
+                        self.entry_points.setdefault(f, _autograph_kind(node))
                 elif name in EAGER_WRAPPERS:
                     arg = node.args[0] if node.args else next(
                         (k.value for k in node.keywords if k.arg == "func"), None
@@ -210,6 +217,7 @@ class TracedFunctions:
                         self.reasons.setdefault(
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
+                        self.entry_points.setdefault(f, "autograph")
 
         # Functions that traced code calls, transitively; and functions that traced code hands
         # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
@@ -231,6 +239,32 @@ class TracedFunctions:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         work.append(callee)
+
+    def runs_autograph(self, func: ast.AST) -> bool:
+        """Whether AutoGraph converts ``func`` on some path TensorFlow traces it by: it is (or
+        is reached from) a ``tf.function`` with AutoGraph on, or a ``Dataset.map``-style
+        function. Keras 3 calls ``call``/``train_step``/... without AutoGraph, as does
+        ``tf.function(autograph=False)``; AutoGraph converts what converted code calls."""
+        converted = self.__dict__.get("_autograph")
+        if converted is None:
+            converted = self.__dict__["_autograph"] = set()
+            work = [f for f, kind in self.entry_points.items() if kind == "autograph"]
+            converted.update(work)
+            while work:
+                current = work.pop()
+                for sub in self._walk_traced_body(current):
+                    if not isinstance(sub, ast.Call):
+                        continue
+                    callees = list(self._resolve_callable(sub.func, sub, called=True))
+                    if self._traces_arguments(sub):
+                        for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                            if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)):
+                                callees.extend(self._resolve_callable(arg, sub))
+                    for callee in callees:
+                        if callee not in converted and self.entry_points.get(callee) != "no-autograph":
+                            converted.add(callee)
+                            work.append(callee)
+        return func in converted
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""
@@ -520,21 +554,54 @@ class TracedFunctions:
             if scope is None or isinstance(scope, ast.Module):
                 return False
             if expr.id in _param_names(scope):
-                return self._tensor_param(scope, expr.id)
+                return self._tensor_param(scope, expr.id, _depth)
             values = self.bindings(expr.id, scope)
             return bool(values) and all(
                 v is not expr and self.is_tensor(_unpacked(v), _depth + 1) for v in values
             )
         return False
 
-    def _tensor_param(self, func: ast.AST, name: str) -> bool:
-        """Parameters known to be tensors: those of a tf.function with an ``input_signature``
-        and the ``inputs`` argument of a Keras layer's ``call``."""
+    def _tensor_param(self, func: ast.AST, name: str, _depth: int = 0) -> bool:
+        """Parameters known to be tensors: those of a tf.function with an ``input_signature``;
+        the first argument of a Keras layer's ``call`` and of ``train_step``/``test_step``/
+        ``predict_step``; parameters without a Python default of a function TensorFlow traces
+        itself (``@tf.function``, ``tf.function(f)``, ``Dataset.map(f)``); and parameters of a
+        helper that every in-module call passes a tensor."""
         if self.has_input_signature(self.tf_function_decorator(func)):
             return True
-        if getattr(func, "name", None) == "call" and self.is_keras_class(self.a.parent(func)):
-            args = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        args = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        if getattr(func, "name", None) in KERAS_TRACED_METHODS and self.is_keras_class(self.a.parent(func)):
             return len(args) > 1 and args[1] == name
+        method = isinstance(self.a.parent(func), ast.ClassDef)
+        if name in args and method and args.index(name) == 0:
+            return False  # self / cls
+        if func in self.entry_points:
+            return not _python_default(func, name)
+        if name not in args or _depth > 3:
+            return False
+        idx = args.index(name)
+        sites = [s for s in self.call_sites(func) if self.is_traced(getattr(s, "original", s))]
+        return bool(sites) and all(
+            idx < len(s.args) and self.is_tensor(s.args[idx], _depth + 4) for s in sites
+        )
+
+    def carries_tensor(self, expr: ast.AST) -> bool:
+        """Whether evaluating ``expr`` in traced code uses a tensor's *value* (so, at trace
+        time, a symbolic tensor): ``loss``, ``f"{loss}"``, ``str(x + 1)``, ``tf.shape(x)``.
+        Static facts of a tensor are not values: ``x.shape``, ``x.dtype``, ``x.name``,
+        ``len(x)``, ``type(x)``."""
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Attribute) and node.attr in _STATIC_TENSOR_ATTRS:
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STATIC_BUILTINS:
+                continue
+            if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, (ast.Name, ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)) and self.is_tensor(node):
+                return True
+            stack.extend(ast.iter_child_nodes(node))
         return False
 
     # -- guards ----------------------------------------------------------------------------
@@ -641,6 +708,25 @@ class TracedFunctions:
         return False
 
 
+_STATIC_TENSOR_ATTRS = frozenset(
+    {"shape", "dtype", "name", "device", "ndim", "rank", "get_shape", "op", "graph", "__class__"}
+)
+_STATIC_BUILTINS = frozenset({"len", "type", "isinstance", "id", "hasattr", "callable", "repr_shape"})
+
+
+def _python_default(func: ast.AST, name: str) -> bool:
+    """Whether parameter ``name`` of ``func`` defaults to a Python constant other than None
+    (``training=False``, ``mode="train"``): configuration, not a tensor."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    if name not in {a.arg for a in (*positional, *args.kwonlyargs)}:
+        return True  # *args / **kwargs
+    d = defaults.get(name)
+    return d is not None and not _is_none(d)
+
+
 TENSOR_METHODS = frozenset({"__getitem__", "read", "stack", "concat", "gather", "value", "read_value"})
 _NOT_TENSOR_LAST = frozenset(
     {
@@ -666,6 +752,14 @@ def _is_tensor_op(name: str) -> bool:
     if name.startswith(_TENSOR_MODULES):
         return not (name.startswith("keras.ops.") and last in ("shape", "dtype"))
     return name.count(".") == 1 and name.startswith("tensorflow.") and last[:1].islower()
+
+
+def _autograph_kind(creation: ast.AST) -> str:
+    """``"no-autograph"`` for ``tf.function(..., autograph=False)``, else ``"autograph"``."""
+    for k in getattr(creation, "keywords", ()):
+        if k.arg == "autograph" and isinstance(k.value, ast.Constant) and k.value.value is False:
+            return "no-autograph"
+    return "autograph"
 
 
 def _in_body(func: ast.AST, child: ast.AST) -> bool:

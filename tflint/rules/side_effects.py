@@ -1074,37 +1074,41 @@ class TensorToPythonInTracedCode(Rule):
     code = "TFL107"
     name = "tensor-to-python-in-traced-code"
     severity = Severity.ERROR
-    summary = "Tensor converted to a Python value (`.numpy()`, `float(t)`) in traced code"
+    summary = "Tensor converted to a Python value in traced code raises while tracing"
     what = (
-        "Checks for `.numpy()`, `.item()`, and `float(t)`/`int(t)`/`bool(t)` of a tensor inside "
-        "traced code. Conversions of Python numbers and static shape dimensions "
-        "(`int(x.shape[0])`) are fine, as is code behind `if tf.executing_eagerly():`."
+        "Checks for `.numpy()`, `.item()` and `bool(t)` of a tensor inside traced code, and "
+        "`int(t)`/`float(t)` of a tensor in traced code that AutoGraph does not convert: "
+        "Keras `call`/`train_step`/`test_step`/`predict_step` (Keras 3 traces them without "
+        "AutoGraph) and `tf.function(autograph=False)`. Inside a `tf.function` or a "
+        "`Dataset.map` function AutoGraph turns `int(t)`/`float(t)` into a cast, which runs "
+        "correctly, so those are not reported. Static shape dimensions (`int(x.shape[0])`) "
+        "and code behind `if tf.executing_eagerly():` are fine."
     )
     why = (
-        "Inside a graph a tensor has no value yet: `.numpy()` raises `AttributeError`, and "
-        "`float()`/`int()`/`bool()` raise `TypeError`/`OperatorNotAllowedInGraphError` — "
-        "typically only once the code first runs under `tf.function` or `model.fit`, although "
-        "it worked eagerly in a notebook. Where a value is read through a side channel it is "
-        "the trace-time value, frozen into the graph."
+        "A tensor being traced has no value. `.numpy()`/`.item()` raise `AttributeError` and "
+        "`bool(t)` raises `OperatorNotAllowedInGraphError` while tracing; without AutoGraph "
+        "`int(t)`/`float(t)` raise `TypeError`. The failure is loud but late: a Keras layer "
+        "that works when called eagerly in a notebook raises only once `fit`, `predict` or a "
+        "functional model on `keras.Input` traces it. (Measured on TensorFlow 2.21 with "
+        "Keras 3; with tf-keras (Keras 2) `call` runs under AutoGraph and `int()`/`float()` "
+        "become casts there too.)"
     )
     example = (
         """
-        @tf.function
-        def train_step(x, y):
-            loss = compute_loss(x, y)
-            if float(loss) > 10.0:
-                loss = loss / 10.0
-            return loss
+        class Crop(keras.layers.Layer):
+            def call(self, inputs):
+                n = int(tf.shape(inputs)[0])
+                if bool(inputs[0, 0] > 0):
+                    return inputs[: n // 2]
+                return inputs
         """
     )
     use_instead = (
         """
-        @tf.function
-        def train_step(x, y):
-            loss = compute_loss(x, y)
-            if loss > 10.0:  # AutoGraph turns this into tf.cond
-                loss = loss / 10.0
-            return loss
+        class Crop(keras.layers.Layer):
+            def call(self, inputs):
+                n = tf.shape(inputs)[0]
+                return tf.cond(inputs[0, 0] > 0, lambda: inputs[: n // 2], lambda: inputs)
         """
     )
     VALID = [
@@ -1146,18 +1150,18 @@ class TensorToPythonInTracedCode(Rule):
         def f(x):
             return helper(x)
         """,
-    ]
-    INVALID = [
         """
         import tensorflow as tf
 
         @tf.function
         def f(x):
             loss = tf.reduce_mean(x)
-            if float(loss) > 1.0:  # expect: TFL107
+            if float(loss) > 1.0:  # AutoGraph: a cast and a tf.cond
                 return x
             return -x
         """,
+    ]
+    INVALID = [
         """
         import tensorflow as tf
 
@@ -1186,6 +1190,13 @@ class TensorToPythonInTracedCode(Rule):
             y = tf.square(x)
             return to_py(y)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function(autograph=False)
+        def f(x):
+            return tf.zeros([int(x)])  # expect: TFL107
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -1196,49 +1207,38 @@ class TensorToPythonInTracedCode(Rule):
             problem = None
             if isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not call.args and not call.keywords:
                 if f.attr == "numpy" and a.qualname(f.value) is None and not _torch_chain(f.value) or (
-                    f.attr == "item" and (traced.is_tensor(f.value) or self._tensor_arg(ctx, f.value))
+                    f.attr == "item" and traced.is_tensor(f.value)
                 ):
-                    problem = f"`.{f.attr}()`"
+                    problem = f"`.{f.attr}()` in traced `{_fname(func)}` raises `AttributeError` while tracing"
             elif (
                 isinstance(f, ast.Name)
                 and f.id in ("float", "int", "bool")
                 and a.qualname(f) is None
                 and len(call.args) == 1
                 and not call.keywords
-                and (traced.is_tensor(call.args[0]) or self._tensor_arg(ctx, call.args[0]))
+                and traced.is_tensor(call.args[0])
             ):
-                problem = f"`{f.id}()` of a tensor"
+                if f.id == "bool":
+                    problem = (
+                        f"`bool()` of a tensor in traced `{_fname(func)}` raises "
+                        f"`OperatorNotAllowedInGraphError` while tracing"
+                    )
+                elif not traced.runs_autograph(func):
+                    kind = traced.entry_points.get(func)
+                    if kind == "no-autograph" and traced.is_keras_class(a.parent(func)):
+                        how = "Keras 3 traces it without AutoGraph: it runs eagerly but fails in `fit`/`predict`"
+                    elif kind == "no-autograph":
+                        how = "`autograph=False`"
+                    else:
+                        how = "it is traced without AutoGraph"
+                    problem = f"`{f.id}()` of a tensor in traced `{_fname(func)}` raises `TypeError` while tracing ({how})"
             if problem is None or traced.guard_of(call, kind="eager") is not None:
                 continue
             ctx.report(
                 call,
-                f"{problem} in traced `{_fname(func)}`: a graph tensor has no value while "
-                f"tracing (raises, or freezes the trace-time value); keep it a tensor "
-                f"(`tf.cast`, tensor comparisons) or move it to eager code",
+                f"{problem}; keep it a tensor (`tf.cast`, tensor comparisons, `tf.cond`) or move "
+                f"it to eager code",
             )
-
-    @staticmethod
-    def _tensor_arg(ctx: RuleContext, expr: ast.AST) -> bool:
-        """A parameter of a called helper whose every in-module call passes a tensor."""
-        a = ctx.analysis
-        if not isinstance(expr, ast.Name):
-            return False
-        scope = a.traced.defining_scope(expr.id, expr)
-        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-        params = [p.arg for p in (*scope.args.posonlyargs, *scope.args.args)]
-        if expr.id not in params:
-            return False
-        if expr.id in a.traced.local_names(scope) and a.traced.bindings(expr.id, scope):
-            return False
-        idx = params.index(expr.id)
-        sites = a.traced.call_sites(scope)
-        if not sites:
-            return False
-        for site in sites:
-            if idx >= len(site.args) or not a.traced.is_tensor(site.args[idx]):
-                return False
-        return True
 
 
 _FILE_OPENERS = frozenset(
@@ -1259,7 +1259,6 @@ _LOG_MODULES = (
     "absl.logging.", "tensorflow.get_logger().", "tensorflow.compat.v1.logging.",
     "tensorflow.logging.", "tensorflow.python.platform.tf_logging.",
 )
-_LOG_WARNINGS = frozenset({"warning", "warn", "error", "critical", "fatal", "exception", "vlog", "log_first_n"})
 _LOG_SETUP = frozenset({"getLogger", "basicConfig", "get_absl_handler", "set_verbosity", "get_verbosity",
                         "getLevelName", "Formatter", "StreamHandler", "FileHandler", "Handler",
                         "get_logger", "getEffectiveLevel", "isEnabledFor", "level_debug", "vlog_is_on"})
@@ -1269,18 +1268,20 @@ class LoggingOrFileIOInTracedCode(Rule):
     code = "TFL108"
     name = "logging-or-file-io-in-traced-code"
     severity = Severity.ERROR
-    summary = "Python logging or file I/O in traced code runs only while tracing"
+    summary = "Python logging or file write of a tensor value in traced code runs only while tracing"
     what = (
         "Checks for Python logging (`logging.*`, `logger.info(...)`, `absl.logging`, "
-        "`tf.get_logger()`), `open(...)` and `.write(...)` on a Python file (or `sys.stdout`) "
-        "inside traced code. Graph-side I/O is fine: `tf.summary.*` writers, "
-        "`tf.io.write_file`, `TensorArray.write`, `tf.print`."
+        "`tf.get_logger()`) and writes to a Python file (`fh.write(...)`, `sys.stdout.write`, "
+        "`json.dump`, `np.save`...) inside traced code whose arguments carry a tensor's value. "
+        "Logging static facts (shapes, dtypes, names, configuration) once per trace is correct "
+        "and not reported, nor is graph-side I/O: `tf.summary.*` writers, `tf.io.write_file`, "
+        "`TensorArray.write`, `tf.print`."
     )
     why = (
-        "Python I/O in a traced function happens once per trace, not once per call. The log "
-        "line or file record appears on the first step only (with symbolic `Tensor(...)` "
-        "reprs instead of values) and never again, so metrics files and logs silently stop "
-        "after step 1."
+        "Python I/O in a traced function happens once per trace, not once per call. A log line "
+        "or file record of a tensor is written on the first step only, showing a symbolic "
+        "`Tensor(\"Mean:0\", shape=(), dtype=float32)` instead of a number, and never again, "
+        "so metrics files and logs silently stop after step 1. (Measured on TensorFlow 2.21.)"
     )
     example = (
         """
@@ -1338,6 +1339,16 @@ class LoggingOrFileIOInTracedCode(Rule):
         for x in tf.data.Dataset.range(3):
             logging.info('loss %.3f', float(step(x)))
         """,
+        """
+        import logging
+        import keras
+
+        class Block(keras.layers.Layer):
+            def call(self, inputs, training=False):
+                logging.info('%s input shape %s (%s)', self.name, inputs.shape, inputs.dtype)
+                logging.info('training=%s', training)
+                return inputs
+        """,
     ]
     INVALID = [
         """
@@ -1356,7 +1367,7 @@ class LoggingOrFileIOInTracedCode(Rule):
         log = logging.getLogger(__name__)
 
         def helper(x):
-            log.warning('step')  # expect: TFL108
+            log.warning('mean %s', tf.reduce_mean(x))  # expect: TFL108
             return x
 
         @tf.function
@@ -1368,8 +1379,9 @@ class LoggingOrFileIOInTracedCode(Rule):
 
         @tf.function
         def step(x):
-            with open('log.txt', 'a') as fh:  # expect: TFL108
-                fh.write('step\\n')  # expect: TFL108
+            loss = tf.reduce_mean(x)
+            with open('log.txt', 'a') as fh:
+                fh.write(f'{loss}\\n')  # expect: TFL108
             return x
         """,
         """
@@ -1378,71 +1390,46 @@ class LoggingOrFileIOInTracedCode(Rule):
 
         class Net(keras.Model):
             def train_step(self, data):
-                logging.info('train step')  # expect: TFL108
+                logging.info('batch %s', data)  # expect: TFL108
                 return {}
         """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
+        traced = ctx.analysis.traced
         for call, func in _traced_calls(ctx):
             what = self._io(ctx, call)
             if what is None:
                 continue
+            args = [*call.args, *(k.value for k in call.keywords)]
+            if not any(traced.carries_tensor(x) for x in args):
+                continue  # static facts (shapes, dtypes, configuration): right once per trace
             ctx.report(
                 call,
-                f"{what} in traced `{_fname(func)}` runs only while tracing, not on every call; "
-                f"use `tf.print`/`tf.summary` inside the graph, or log returned values from eager code",
+                f"{what} of a tensor in traced `{_fname(func)}` runs only while tracing: it "
+                f"writes a symbolic `Tensor(...)` once, not a value per call; use "
+                f"`tf.print`/`tf.summary` inside the graph, or log returned values from eager code",
             )
 
     def _io(self, ctx: RuleContext, call: ast.Call) -> str | None:
         a = ctx.analysis
         f = call.func
         name = a.call_name(call)
-        if isinstance(f, ast.Name) and f.id == "open" and name is None:
-            return "`open()`"
         if name:
             last = name.rsplit(".", 1)[-1]
             root = name.split(".")[0]
             logs = root == "logging" or name.startswith(_LOG_MODULES)
             if logs and last not in _LOG_SETUP and not last.endswith("()") and last[:1].islower():
-                if last in _LOG_WARNINGS and self._one_off_warning(ctx, call):
-                    return None
                 return f"logging call `{_text(ctx, f)}()`"
-            if name in _FILE_OPENERS or name in _FILE_WRITERS:
+            if name in _FILE_WRITERS:
                 return f"file I/O `{_text(ctx, f)}()`"
         if (
             isinstance(f, ast.Attribute)
-            and f.attr in ("write", "writelines", "write_text", "write_bytes", "flush")
+            and f.attr in ("write", "writelines", "write_text", "write_bytes")
             and self._is_python_file(ctx, f.value, call)
         ):
             return f"file I/O `{_text(ctx, f)}()`"
         return None
-
-    def _one_off_warning(self, ctx: RuleContext, call: ast.Call, depth: int = 0) -> bool:
-        """A warning about the program's structure, meant to be shown once: under a Python
-        (non-tensor) condition, with no tensor in its arguments — or the whole body of a small
-        warning helper whose every caller is such a condition."""
-        a = ctx.analysis
-        traced = a.traced
-        args = [*call.args, *(k.value for k in call.keywords)]
-        if any(traced.is_tensor(x) for x in args):
-            return False
-        own = a.enclosing_function(call)
-        for anc in a.ancestors(call):
-            if anc is own:
-                break
-            if isinstance(anc, (ast.If, ast.IfExp)):
-                return not traced.is_tensor(anc.test) and not any(
-                    isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("float", "int", "bool")
-                    for n in ast.walk(anc.test)
-                )
-        body = getattr(own, "body", [])
-        if depth == 0 and own is not None and len(body) <= 2:
-            sites = traced.call_sites(own)
-            return bool(sites) and all(
-                self._one_off_warning(ctx, getattr(site, "original", site), depth + 1) for site in sites
-            )
-        return False
 
     @staticmethod
     def _is_python_file(ctx: RuleContext, expr: ast.AST, at: ast.AST) -> bool:
