@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tflint.analysis.astutil import flatten_targets
+from tflint.analysis.astutil import flatten_targets, walk_own
 from tflint.finding import Fix, Severity
 from tflint.rules._fixes import tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
@@ -921,12 +921,68 @@ class WallClockInTracedCode(Rule):
         for call, func in _traced_calls(ctx):
             if a.call_name(call) not in _CLOCKS:
                 continue
+            if self._times_python_work(ctx, call):
+                continue
             ctx.report(
                 call,
                 f"`{_text(ctx, call.func)}()` in traced `{_fname(func)}` reads the clock once, "
                 f"while tracing; the value is a constant in every later call. Time the call "
                 f"from eager code or use `tf.timestamp()`",
             )
+
+
+    @staticmethod
+    def _times_python_work(ctx: RuleContext, call: ast.Call) -> bool:
+        """Whether the clock reading (and every value computed from it in the function) only
+        reaches Python calls that are not TensorFlow ops (``logging.info``, a metrics
+        counter): it then times the Python work done while tracing, which is right once per
+        trace. Reaching a TensorFlow op, a return, a branch condition or stored state, or not
+        being used at all, counts as frozen."""
+        a = ctx.analysis
+        own = a.enclosing_function(call)
+        if own is None:
+            return False
+        tainted: set[str] = set()
+        todo: list[ast.AST] = [call]
+        sinks = 0
+        while todo:
+            cur = todo.pop()
+            while True:
+                p = a.parent(cur)
+                if isinstance(p, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.JoinedStr,
+                                  ast.FormattedValue, ast.Tuple, ast.List, ast.keyword, ast.Starred)):
+                    cur = p
+                    continue
+                if isinstance(p, ast.IfExp) and cur is not p.test:
+                    cur = p
+                    continue
+                if isinstance(p, ast.Call) and cur is not p.func:
+                    name = a.call_name(p) or ""
+                    if name.startswith(("tensorflow.", "keras.")):
+                        return False  # into the graph: a constant there
+                    if isinstance(p.func, ast.Name) and p.func.id in _PASS_THROUGH or name.startswith("math."):
+                        cur = p
+                        continue
+                    sinks += 1  # a Python call: logging, metrics, ...
+                    break
+                if isinstance(p, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and cur is p.value:
+                    targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+                    for t in targets:
+                        for el in flatten_targets(t):
+                            if not isinstance(el, ast.Name):
+                                return False  # stored in Python state
+                            if el.id not in tainted:
+                                tainted.add(el.id)
+                                todo.extend(
+                                    n for n in walk_own(own.body)
+                                    if isinstance(n, ast.Name) and n.id == el.id and isinstance(n.ctx, ast.Load)
+                                )
+                    break
+                return False  # returned, a condition, or anything else
+        return sinks > 0
+
+
+_PASS_THROUGH = frozenset({"max", "min", "round", "int", "float", "abs", "str", "sum", "format"})
 
 
 class VariableCreatedInTracedCode(Rule):
