@@ -549,3 +549,77 @@ def test_tfl108_one_off_structure_warnings_are_not_reported():
     """
     # only the line that logs a tensor's value: the others say the same thing once per trace
     assert lines("TFL108", src) == [16]
+
+
+def test_tfl108_structure_warning_under_a_python_condition_is_not_reported():
+    # tensorflow/python/keras/engine/sequential.py: warned once, by design, naming the inputs
+    src = """
+    import logging
+    import tensorflow as tf
+
+    class Seq(tf.keras.Model):
+        def call(self, inputs):
+            if not tf.is_tensor(inputs):
+                logging.warning("a Sequential model got a %s input: %s" % (type(inputs), inputs))
+            if tf.reduce_sum(inputs) > 0:
+                logging.warning("positive: %s", inputs)
+            return inputs
+    """
+    assert lines("TFL108", src) == [10]
+
+
+def test_tfl105_clock_into_tensorflow_python_helpers_is_python_work():
+    # tensorflow/python/checkpoint/functional_saver.py times its sharding callback this way
+    src = """
+    import math
+    import time
+    import tensorflow as tf
+    from tensorflow.python.checkpoint import metrics
+    from tensorflow.python.ops import math_ops
+
+    @tf.function
+    def save(x):
+        start = time.time() * 1e6
+        shards = [x]
+        end = time.time() * 1e6
+        metrics.AddShardingCallbackDuration(callback_duration=max(1, math.ceil(end - start)))
+        return shards
+
+    @tf.function
+    def stamp(x):
+        now = time.time()
+        return math_ops.add(x, now)
+    """
+    assert lines("TFL105", src) == [18]
+
+
+def test_tfl102_side_channel_of_an_explicit_trace_is_not_reported():
+    # official/nlp/tools/export_tfhub_lib_test.py: shapes captured by get_concrete_function
+    src = """
+    import tensorflow as tf
+
+    def result_shapes(fn, *args):
+        container = [None]
+
+        @tf.function
+        def wrapper(*args):
+            result = fn(*args)
+            container[0] = tf.nest.map_structure(lambda x: x.shape.as_list(), result)
+            return result
+
+        wrapper.get_concrete_function(*args)
+        return container[0]
+
+    def counted(ds):
+        counts = {"n": 0}
+
+        @tf.function
+        def step(x):
+            counts["n"] += 1
+            return x
+
+        step.get_concrete_function(tf.TensorSpec([]))
+        for x in ds:
+            step(x)
+    """
+    assert lines("TFL102", src) == [21]

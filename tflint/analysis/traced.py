@@ -66,6 +66,8 @@ class TracedFunctions:
         # whether AutoGraph converts them: "autograph", "no-autograph" (Keras 3 methods,
         # ``tf.function(autograph=False)``)
         self.entry_points: dict[ast.AST, str] = {}
+        # function -> the ``@tf.function`` decorators / ``tf.function(f)`` calls that wrap it
+        self.creations: dict[ast.AST, list[ast.AST]] = {}
         self._compute()
 
     # -- queries ---------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class TracedFunctions:
                             node, f"decorated with @tf.function (line {dec.lineno})"
                         )
                         self.entry_points[node] = _autograph_kind(dec)
+                        self.creations.setdefault(node, []).append(dec)
                 cls = a.parent(node)
                 if (
                     isinstance(cls, ast.ClassDef)
@@ -201,6 +204,7 @@ class TracedFunctions:
                     for f in self._resolve_callable(node.args[0], node):
                         self.reasons.setdefault(f, f"wrapped with tf.function (line {node.lineno})")
                         self.entry_points.setdefault(f, _autograph_kind(node))
+                        self.creations.setdefault(f, []).append(node)
                 elif name in EAGER_WRAPPERS:
                     arg = node.args[0] if node.args else next(
                         (k.value for k in node.keywords if k.arg == "func"), None
@@ -247,24 +251,82 @@ class TracedFunctions:
         ``tf.function(autograph=False)``; AutoGraph converts what converted code calls."""
         converted = self.__dict__.get("_autograph")
         if converted is None:
-            converted = self.__dict__["_autograph"] = set()
-            work = [f for f, kind in self.entry_points.items() if kind == "autograph"]
-            converted.update(work)
-            while work:
-                current = work.pop()
-                for sub in self._walk_traced_body(current):
-                    if not isinstance(sub, ast.Call):
-                        continue
-                    callees = list(self._resolve_callable(sub.func, sub, called=True))
-                    if self._traces_arguments(sub):
-                        for arg in (*sub.args, *(k.value for k in sub.keywords)):
-                            if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)):
-                                callees.extend(self._resolve_callable(arg, sub))
-                    for callee in callees:
-                        if callee not in converted and self.entry_points.get(callee) != "no-autograph":
-                            converted.add(callee)
-                            work.append(callee)
+            roots = [f for f, kind in self.entry_points.items() if kind == "autograph"]
+            converted = self.__dict__["_autograph"] = self._reach(
+                roots, lambda f: self.entry_points.get(f) == "no-autograph"
+            )
         return func in converted
+
+    def only_traced_explicitly(self, func: ast.AST) -> bool:
+        """Whether traced ``func`` runs only when the program asks TensorFlow for a graph
+        (``f.get_concrete_function(...)``) and never when a tf.function is called: it is
+        reached only from tf.functions used solely through ``get_concrete_function``. Its
+        trace-time Python effects then happen exactly once per requested trace."""
+        if func not in self.reasons:
+            return False
+        called = self.__dict__.get("_called_reach")
+        if called is None:
+            roots = [f for f in self.reasons if f in self.entry_points and not self._wrapped_only_for_tracing(f)]
+            called = self.__dict__["_called_reach"] = self._reach(roots, lambda f: False)
+        return func not in called
+
+    def _wrapped_only_for_tracing(self, func: ast.AST) -> bool:
+        creations = self.creations.get(func)
+        return bool(creations) and all(self.used_only_for_tracing(c, func) for c in creations)
+
+    def used_only_for_tracing(self, creation: ast.AST, func: ast.AST | None = None) -> bool:
+        """Whether the tf.function made by ``creation`` (a ``@tf.function`` decorator of
+        ``func``, or a ``tf.function(...)`` call) is only used as
+        ``.get_concrete_function(...)``: built to be traced, not called."""
+        a = self.a
+        decorated = func is not None and creation in getattr(func, "decorator_list", ())
+        if decorated:
+            name, at = func.name, func
+        else:
+            p = a.parent(creation)
+            if isinstance(p, ast.Attribute) and p.value is creation:
+                return p.attr == "get_concrete_function"
+            if not (isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name)):
+                return False
+            name, at = p.targets[0].id, p
+        scope = self.defining_scope(name, at)
+        if scope is None:
+            return False
+        uses = self._name_uses(scope).get(name, [])
+        return bool(uses) and all(
+            isinstance(a.parent(n), ast.Attribute) and a.parent(n).attr == "get_concrete_function" for n in uses
+        )
+
+    def _name_uses(self, scope: ast.AST) -> dict[str, list[ast.Name]]:
+        cache = self.__dict__.setdefault("_name_use_index", {})
+        table = cache.get(scope)
+        if table is None:
+            table = cache[scope] = {}
+            for n in ast.walk(scope):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    table.setdefault(n.id, []).append(n)
+        return table
+
+    def _reach(self, roots: list[ast.AST], blocked) -> set[ast.AST]:
+        """``roots`` and the functions their traced bodies call or hand to graph-building
+        calls, transitively, not entering functions for which ``blocked(f)`` holds."""
+        seen = set(roots)
+        work = list(roots)
+        while work:
+            current = work.pop()
+            for sub in self._walk_traced_body(current):
+                if not isinstance(sub, ast.Call):
+                    continue
+                callees = list(self._resolve_callable(sub.func, sub, called=True))
+                if self._traces_arguments(sub):
+                    for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                        if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)):
+                            callees.extend(self._resolve_callable(arg, sub))
+                for callee in callees:
+                    if callee not in seen and callee not in self.eager and not blocked(callee):
+                        seen.add(callee)
+                        work.append(callee)
+        return seen
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""
@@ -596,6 +658,10 @@ class TracedFunctions:
             if isinstance(node, ast.Attribute) and node.attr in _STATIC_TENSOR_ATTRS:
                 continue
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STATIC_BUILTINS:
+                continue
+            if isinstance(node, ast.Call) and (self.a.call_name(node) or "").rsplit(".", 1)[-1] in _NOT_TENSOR_LAST:
+                continue  # tf.is_tensor(x), tf.executing_eagerly(): Python answers
+            if isinstance(node, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops):
                 continue
             if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

@@ -402,6 +402,9 @@ class TfFunctionCreatedRepeatedly(Rule):
             return None
         if traced.guard_of(anchor) is not None:
             return None
+        creations = [anchor] if defined is None else list(defined.decorator_list)
+        if any(traced.used_only_for_tracing(c, defined) for c in creations):
+            return None  # built to be traced (`.get_concrete_function`): tracing is the point
         what = f"tf.function `{defined.name}`" if defined is not None else "this tf.function"
         # bound name of the created function, to see where it is called
         bound = self._bound_name(ctx, anchor, defined)
@@ -501,6 +504,11 @@ class TfFunctionCreatedRepeatedly(Rule):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == bound:
                 if a.loops.enclosing_loops(node):
                     return True
+                for anc in a.ancestors(node):  # `[step(x) for x in ds]` reuses it too
+                    if anc is owner:
+                        break
+                    if isinstance(anc, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                        return True
         return False
 
 

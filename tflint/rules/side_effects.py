@@ -382,6 +382,8 @@ class MutatedOuterContainer(Rule):
             where = self._outer_container(ctx, target, node, what)
             if where is None or traced.guard_of(node) is not None:
                 continue
+            if traced.only_traced_explicitly(func):
+                continue  # traced on request (`get_concrete_function`): a side channel of that trace
             if "trac" in where.lower():
                 continue  # deliberately counting traces (`tracing_count[...] += 1`)
             ctx.report(
@@ -958,7 +960,7 @@ class WallClockInTracedCode(Rule):
                     continue
                 if isinstance(p, ast.Call) and cur is not p.func:
                     name = a.call_name(p) or ""
-                    if name.startswith(("tensorflow.", "keras.")):
+                    if _graph_call(ctx, p, name):
                         return False  # into the graph: a constant there
                     if isinstance(p.func, ast.Name) and p.func.id in _PASS_THROUGH or name.startswith("math."):
                         cur = p
@@ -980,6 +982,17 @@ class WallClockInTracedCode(Rule):
                     break
                 return False  # returned, a condition, or anything else
         return sinks > 0
+
+
+def _graph_call(ctx: RuleContext, call: ast.Call, name: str) -> bool:
+    """A TensorFlow/Keras call that puts its arguments into the graph (an op, `tf.print`,
+    `tf.summary.*`), as opposed to TensorFlow's own Python helpers (`tensorflow.python.
+    checkpoint.metrics`, `tensorflow.python.platform.tf_logging`)."""
+    if ctx.analysis.traced.is_tensor(call):
+        return True
+    if name.startswith("tensorflow.python."):
+        return name.startswith(("tensorflow.python.ops.", "tensorflow.python.framework."))
+    return name.startswith(("tensorflow.", "keras."))
 
 
 _PASS_THROUGH = frozenset({"max", "min", "round", "int", "float", "abs", "str", "sum", "format"})
@@ -1315,6 +1328,7 @@ _LOG_MODULES = (
     "absl.logging.", "tensorflow.get_logger().", "tensorflow.compat.v1.logging.",
     "tensorflow.logging.", "tensorflow.python.platform.tf_logging.",
 )
+_LOG_WARNINGS = frozenset({"warning", "warn", "error", "critical", "fatal", "exception", "log_first_n"})
 _LOG_SETUP = frozenset({"getLogger", "basicConfig", "get_absl_handler", "set_verbosity", "get_verbosity",
                         "getLevelName", "Formatter", "StreamHandler", "FileHandler", "Handler",
                         "get_logger", "getEffectiveLevel", "isEnabledFor", "level_debug", "vlog_is_on"})
@@ -1460,12 +1474,30 @@ class LoggingOrFileIOInTracedCode(Rule):
             args = [*call.args, *(k.value for k in call.keywords)]
             if not any(traced.carries_tensor(x) for x in args):
                 continue  # static facts (shapes, dtypes, configuration): right once per trace
+            if self._structure_warning(ctx, call):
+                continue
             ctx.report(
                 call,
                 f"{what} of a tensor in traced `{_fname(func)}` runs only while tracing: it "
                 f"writes a symbolic `Tensor(...)` once, not a value per call; use "
                 f"`tf.print`/`tf.summary` inside the graph, or log returned values from eager code",
             )
+
+    @staticmethod
+    def _structure_warning(ctx: RuleContext, call: ast.Call) -> bool:
+        """A warning about how the program is built, shown once on purpose: a warning-level
+        log call under an `if` on Python values (``if not is_tf_type(inputs):``)."""
+        a = ctx.analysis
+        name = a.call_name(call) or ""
+        if name.rsplit(".", 1)[-1] not in _LOG_WARNINGS:
+            return False
+        own = a.enclosing_function(call)
+        for anc in a.ancestors(call):
+            if anc is own:
+                break
+            if isinstance(anc, (ast.If, ast.IfExp)) and not a.traced.carries_tensor(anc.test):
+                return True
+        return False
 
     def _io(self, ctx: RuleContext, call: ast.Call) -> str | None:
         a = ctx.analysis
