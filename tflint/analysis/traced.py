@@ -598,6 +598,12 @@ class TracedFunctions:
             f = expr.func
             if isinstance(f, ast.Name) and f.id == "self":
                 return True
+            if (
+                _is_self_attr(f)
+                and f.attr in _KERAS_TENSOR_METHODS
+                and self.is_keras_class(self.a.enclosing_class(expr))
+            ):
+                return True  # self.compute_loss(...), self.call(...) of a Keras model
             if isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS:
                 return self.is_tensor(f.value, _depth + 1)
             return False
@@ -793,6 +799,7 @@ def _python_default(func: ast.AST, name: str) -> bool:
     return d is not None and not _is_none(d)
 
 
+_KERAS_TENSOR_METHODS = frozenset({"compute_loss", "call", "__call__"})
 TENSOR_METHODS = frozenset({"__getitem__", "read", "stack", "concat", "gather", "value", "read_value"})
 _NOT_TENSOR_LAST = frozenset(
     {

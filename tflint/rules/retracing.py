@@ -235,7 +235,9 @@ class TfFunctionCreatedRepeatedly(Rule):
         "Checks for `@tf.function` / `tf.function(...)` evaluated inside a loop, or inside a "
         "function body that runs again and again (called in a loop, or a method that builds "
         "and calls a fresh tf.function on every call). A tf.function created once at module "
-        "level, in `__init__`/`build`, or behind a create-once guard is fine."
+        "level, in `__init__`/`build`, or behind a create-once guard is fine, and so is one "
+        "built only to be traced (`tf.function(f).get_concrete_function(spec)`): there the "
+        "graph is the product."
     )
     why = (
         "Each `tf.function(...)` call makes a new function object with an empty graph cache. "
