@@ -623,3 +623,42 @@ def test_tfl102_side_channel_of_an_explicit_trace_is_not_reported():
             step(x)
     """
     assert lines("TFL102", src) == [21]
+
+
+def test_tfl102_container_and_tf_function_made_together_and_traced_once():
+    # tensorflow/python/ops/parallel_for/pfor.py: a while_loop body reports static facts of
+    # its trace through lists of the enclosing call, which makes a fresh tf.function each time
+    src = """
+    import tensorflow as tf
+
+    def convert(n):
+        stacked = [None]
+        mismatched = []
+
+        def body(i):
+            stacked[0] = i.shape.rank
+            mismatched[:] = [0]
+            return i + 1
+
+        @tf.function
+        def while_fn():
+            return tf.while_loop(lambda i: i < n, body, [tf.constant(0)])
+
+        _ = while_fn.get_concrete_function()
+        return while_fn(), stacked[0]
+
+    def looped(ds):
+        seen = []
+
+        def body(i):
+            seen.append(i)
+            return i + 1
+
+        @tf.function
+        def run(x):
+            return tf.while_loop(lambda i: i < x, body, [tf.constant(0)])
+
+        for x in ds:
+            run(x)
+    """
+    assert lines("TFL102", src) == [24]

@@ -270,6 +270,18 @@ class TracedFunctions:
             called = self.__dict__["_called_reach"] = self._reach(roots, lambda f: False)
         return func not in called
 
+    def roots_of(self, func: ast.AST) -> list[ast.AST]:
+        """The functions TensorFlow traces itself (entry points) whose traces run ``func``."""
+        reach = self.__dict__.setdefault("_reach_by_root", {})
+        out = []
+        for root in self.entry_points:
+            got = reach.get(root)
+            if got is None:
+                got = reach[root] = self._reach([root], lambda f: False)
+            if func in got:
+                out.append(root)
+        return out
+
     def _wrapped_only_for_tracing(self, func: ast.AST) -> bool:
         creations = self.creations.get(func)
         return bool(creations) and all(self.used_only_for_tracing(c, func) for c in creations)

@@ -395,6 +395,41 @@ class MutatedOuterContainer(Rule):
                 f"a `tf.TensorArray`/`tf.Variable`",
             )
 
+    @staticmethod
+    def _traced_once_per_container(ctx: RuleContext, at: ast.AST, scope: ast.AST) -> bool:
+        """Whether every tf.function whose trace runs ``at`` is created in ``scope`` (next to
+        the container) and traced at most once there: called once, not in a loop, or only
+        traced with ``get_concrete_function``, and never handed out. Each call of ``scope``
+        then makes a fresh container and one trace that fills it: a deliberate side channel
+        of the trace (``cond_is_stacked[0] = ...`` in a `while_loop` body)."""
+        a = ctx.analysis
+        traced = a.traced
+        func = traced.traced_function_of(at)
+        roots = traced.roots_of(func) if func is not None else []
+        if not roots:
+            return False
+        for root in roots:
+            if a.enclosing_function(root) is not scope or not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return False
+            if traced.tf_function_decorator(root) is None:
+                return False
+            uses = [
+                n for n in ast.walk(scope)
+                if isinstance(n, ast.Name) and n.id == root.name and isinstance(n.ctx, ast.Load)
+            ]
+            calls = 0
+            for n in uses:
+                p = a.parent(n)
+                if isinstance(p, ast.Attribute) and p.attr == "get_concrete_function":
+                    continue
+                if isinstance(p, ast.Call) and p.func is n and not _called_repeatedly(ctx, p, scope):
+                    calls += 1
+                    continue
+                return False  # called in a loop, returned, stored or passed on
+            if calls > 1:
+                return False
+        return True
+
     def _outer_container(self, ctx: RuleContext, target: ast.AST, at: ast.AST, what: str) -> str | None:
         a = ctx.analysis
         traced = a.traced
@@ -406,6 +441,8 @@ class MutatedOuterContainer(Rule):
                 return None
             if not isinstance(scope, ast.Module) and (traced.is_traced_function(scope) or traced.is_traced(scope)):
                 return None  # created during the trace itself
+            if not isinstance(scope, ast.Module) and self._traced_once_per_container(ctx, at, scope):
+                return None
             values = traced.bindings(target.id, scope)
             where = "module-level" if isinstance(scope, ast.Module) else f"`{getattr(scope, 'name', '?')}`'s"
             if values and all(_is_container_value(ctx, v) for v in values):
@@ -437,6 +474,16 @@ class MutatedOuterContainer(Rule):
                     return None
             return f"`self.{target.attr}` (created on line {values[0].lineno})"
         return None
+
+
+def _called_repeatedly(ctx: RuleContext, node: ast.AST, scope: ast.AST) -> bool:
+    """Whether ``node`` sits in a loop or comprehension of ``scope``."""
+    for anc in ctx.analysis.ancestors(node):
+        if anc is scope:
+            return False
+        if isinstance(anc, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return True
+    return False
 
 
 def _plain_python_value(ctx: RuleContext, value: ast.AST) -> bool:
@@ -947,7 +994,7 @@ class WallClockInTracedCode(Rule):
         being used at all, counts as frozen."""
         a = ctx.analysis
         own = a.enclosing_function(call)
-        if own is None:
+        if own is None or isinstance(own, ast.Lambda):
             return False
         tainted: set[str] = set()
         todo: list[ast.AST] = [call]
