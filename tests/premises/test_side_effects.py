@@ -300,7 +300,7 @@ def positive(x):
 class Crop(keras.layers.Layer):
     def call(self, inputs):
         n = tf.shape(inputs)[0]
-        return inputs[: n // 2]
+        return tf.cond(inputs[0, 0] > 0, lambda: inputs[: n // 2], lambda: inputs)
 """
 
 
@@ -317,6 +317,7 @@ def test_tfl107_numpy_and_bool_raise_while_tracing(tmp_path):
     good = load(tmp_path, TO_PYTHON_GOOD)
     assert good.scaled(x).numpy().tolist() == [4.0, 6.0]
     assert bool(good.positive(x))
+    assert good.Crop()(tf.ones((4, 2))).shape == (2, 2)
     assert_flags(TO_PYTHON_BAD, TO_PYTHON_GOOD, "TFL107")
 
 
@@ -331,7 +332,8 @@ def test_tfl107_int_in_a_keras_layer_works_eagerly_and_raises_under_fit(tmp_path
 
     good = load(tmp_path, TO_PYTHON_GOOD)
     model = keras.Sequential([keras.Input((2,)), good.Crop(), keras.layers.Dense(1)])
-    assert model(np.ones((4, 2))).shape == (2, 1)
+    assert model.predict(np.ones((4, 2)), batch_size=4, verbose=0).shape == (2, 1)  # traced
+    assert model.predict(-np.ones((4, 2)), batch_size=4, verbose=0).shape == (4, 1)
 
 
 AUTOGRAPH_CAST = """
