@@ -662,3 +662,23 @@ def test_tfl102_container_and_tf_function_made_together_and_traced_once():
             run(x)
     """
     assert lines("TFL102", src) == [24]
+
+
+def test_tensor_parameters_exclude_python_flags_passed_by_callers():
+    src = """
+    import logging
+    import tensorflow as tf
+
+    @tf.function
+    def step(x, training, scale=2.0):
+        logging.info("training=%s scale=%s", training, scale)
+        if bool(training):
+            x = x * scale
+        logging.info("x=%s", x)
+        return x
+
+    step(tf.ones([2]), True)
+    step(tf.ones([2]), training=False)
+    """
+    assert lines("TFL108", src) == [10]
+    assert lines("TFL107", src) == []

@@ -656,7 +656,18 @@ class TracedFunctions:
         if name in args and method and args.index(name) == 0:
             return False  # self / cls
         if func in self.entry_points:
-            return not _python_default(func, name)
+            if _python_default(func, name) or name not in args:
+                return False
+            idx = args.index(name)
+            for site in self.call_sites(func):  # `step(x, True)`: a Python flag, not a tensor
+                passed = site.args[idx] if idx < len(site.args) else next(
+                    (k.value for k in site.keywords if k.arg == name), None
+                )
+                if isinstance(passed, ast.Constant) or (
+                    isinstance(passed, ast.UnaryOp) and isinstance(passed.operand, ast.Constant)
+                ):
+                    return False
+            return True
         if name not in args or _depth > 3:
             return False
         idx = args.index(name)
