@@ -1213,8 +1213,8 @@ class TensorToPythonInTracedCode(Rule):
         "`int(t)`/`float(t)` raise `TypeError`. The failure is loud but late: a Keras layer "
         "that works when called eagerly in a notebook raises only once `fit`, `predict` or a "
         "functional model on `keras.Input` traces it. (Measured on TensorFlow 2.21 with "
-        "Keras 3; with tf-keras (Keras 2) `call` runs under AutoGraph and `int()`/`float()` "
-        "become casts there too.)"
+        "Keras 3. Keras 2 layers wrap `call` in AutoGraph (`autograph.tf_convert` in their "
+        "base layer), so there `int()`/`float()` would become casts too; not measured.)"
     )
     example = (
         """
