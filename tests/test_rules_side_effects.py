@@ -682,3 +682,18 @@ def test_tensor_parameters_exclude_python_flags_passed_by_callers():
     """
     assert lines("TFL108", src) == [10]
     assert lines("TFL107", src) == []
+
+
+def test_tfl107_casts_in_keras2_layers_run_under_autograph():
+    # tf_keras (Keras 2) wraps `call` with AutoGraph: int()/float() become casts there
+    src = """
+    import tensorflow as tf
+    import tf_keras
+
+    class Crop(tf_keras.layers.Layer):
+        def call(self, inputs):
+            n = int(tf.shape(inputs)[0])
+            flag = bool(inputs[0, 0] > 0)
+            return inputs[: n // 2]
+    """
+    assert lines("TFL107", src) == [8]

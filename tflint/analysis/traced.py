@@ -64,7 +64,7 @@ class TracedFunctions:
         self.keras_classes: set[ast.ClassDef] = set()
         # functions TensorFlow itself traces (not reached through other traced code), and
         # whether AutoGraph converts them: "autograph", "no-autograph" (Keras 3 methods,
-        # ``tf.function(autograph=False)``)
+        # ``tf.function(autograph=False)``; Keras 2 methods are "autograph")
         self.entry_points: dict[ast.AST, str] = {}
         # function -> the ``@tf.function`` decorators / ``tf.function(f)`` calls that wrap it
         self.creations: dict[ast.AST, list[ast.AST]] = {}
@@ -189,7 +189,7 @@ class TracedFunctions:
                     self.reasons.setdefault(
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
                     )
-                    self.entry_points.setdefault(node, "no-autograph")
+                    self.entry_points.setdefault(node, "autograph" if self._keras2 else "no-autograph")
             elif isinstance(node, ast.Call):
                 # Only a call spelled ``<x>.function(...)`` (and the like) or through an
                 # imported name can be one of these: skip resolving the others.
@@ -243,6 +243,21 @@ class TracedFunctions:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         work.append(callee)
+
+    @property
+    def _keras2(self) -> bool:
+        """The module imports Keras 2 (``tf_keras``, ``tensorflow.python.keras``), whose
+        layers and ``train_step`` run under AutoGraph (Keras 3 runs them without)."""
+        got = self.__dict__.get("_keras2_cached")
+        if got is None:
+            got = False
+            for node in self.a.nodes(ast.Import, ast.ImportFrom):
+                names = [al.name for al in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(n == "tf_keras" or n.startswith(("tf_keras.", "tensorflow.python.keras")) for n in names):
+                    got = True
+                    break
+            self.__dict__["_keras2_cached"] = got
+        return got
 
     def runs_autograph(self, func: ast.AST) -> bool:
         """Whether AutoGraph converts ``func`` on some path TensorFlow traces it by: it is (or
