@@ -291,3 +291,63 @@ def test_tfl203_other_libraries_and_callbacks():
 def test_tfl203_message_names_the_loop():
     (f,) = findings("TFL203", KERAS + "\nfor batch in ds:\n    model.predict(batch)\n")
     assert "line 4" in f.message and "`batch`" in f.message
+
+
+# -- real-code false positives ---------------------------------------------------------------
+
+def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():
+    # tensorflow/python/ops/parallel_for/pfor.py, saved_model/save.py, trace_saveable_util.py
+    src = """
+    import tensorflow as tf
+
+    def concrete(fn, specs):
+        return tf.function(fn).get_concrete_function(*specs)
+
+    def traced_shapes(fn, spec):
+        @tf.function
+        def wrapper(x):
+            return fn(x)
+        return wrapper.get_concrete_function(spec).structured_outputs
+
+    for spec in specs:
+        concrete(abs, [spec])
+        traced_shapes(abs, spec)
+
+    for op in ops:
+        grad_fn = tf.function(op.grad).get_concrete_function(None)
+    """
+    assert lines("TFL202", src) == []
+
+
+def test_tfl202_still_reported_when_the_traced_function_is_also_called():
+    src = """
+    import tensorflow as tf
+
+    def per_call(fn, x):
+        @tf.function
+        def wrapper(x):
+            return fn(x)
+        wrapper.get_concrete_function(x)
+        return wrapper(x)
+
+    for x in xs:
+        per_call(abs, x)
+    """
+    assert lines("TFL202", src) == [5]
+
+
+def test_tfl202_function_reused_by_a_comprehension_is_not_used_once():
+    # official/projects/nhnet/models_test.py
+    src = """
+    import tensorflow as tf
+
+    def forward(model, dataset):
+        @tf.function
+        def test_step(inputs):
+            return model(inputs)
+        return [test_step(inputs) for inputs in dataset]
+
+    forward(None, [])
+    forward(None, [])
+    """
+    assert lines("TFL202", src) == []

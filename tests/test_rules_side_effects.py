@@ -373,7 +373,39 @@ def test_tfl107_tensor_conversions():
         d = (x + 1).numpy()
         return x
     """
-    assert lines("TFL107", src) == [6, 7, 8, 9]
+    # AutoGraph turns float()/int() into casts in a tf.function; bool() and .numpy() raise
+    assert lines("TFL107", src) == [8, 9]
+    keras_src = """
+    import tensorflow as tf
+    class L(tf.keras.layers.Layer):
+        def call(self, x):
+            n = tf.reduce_sum(x)
+            a = float(n)
+            b = int(tf.shape(x)[0] * 2)
+            c = bool(tf.reduce_any(x > 0))
+            d = (x + 1).numpy()
+            return x
+    """
+    assert lines("TFL107", keras_src) == [6, 7, 8, 9]  # Keras 3: no AutoGraph, all four raise
+
+
+def test_tfl107_helper_reached_from_autograph_and_keras_is_not_flagged_for_casts():
+    src = """
+    import keras
+    import tensorflow as tf
+
+    def count(t):
+        return int(t)
+
+    @tf.function
+    def f(x):
+        return count(tf.reduce_sum(x))
+
+    class L(keras.layers.Layer):
+        def call(self, x):
+            return count(tf.reduce_sum(x))
+    """
+    assert lines("TFL107", src) == []
 
 
 def test_tfl107_numpy_inside_py_function_or_eager_guard_is_fine():
@@ -422,14 +454,32 @@ def test_tfl108_logging_spellings_and_python_files():
         @tf.function
         def step(self, x):
             logging.getLogger("a")
-            log.info("x")
-            sys.stdout.write("x\\n")
+            log.info("x %s", x)
+            sys.stdout.write(str(x))
             fh = open("a.txt", "w")
-            fh.write("x")
-            self.out.write("1,2\\n")
+            fh.write(f"{x}")
+            self.out.write("%s,2\\n" % tf.reduce_sum(x))
             return x
     """
-    assert lines("TFL108", src) == [14, 15, 16, 17, 18]
+    assert lines("TFL108", src) == [14, 15, 17, 18]
+
+
+def test_tfl108_static_facts_and_configuration_are_not_reported():
+    src = """
+    import logging
+    import sys
+    import tensorflow as tf
+
+    @tf.function
+    def step(x, mode="train"):
+        logging.info("tracing %s: shape %s dtype %s rank %d", mode, x.shape, x.dtype, len(x.shape))
+        logging.info("batch size %d", int(x.shape[0]))
+        sys.stdout.write("traced\\n")
+        with open("trace.log", "a") as fh:
+            fh.write(str(x.shape))
+        return x
+    """
+    assert lines("TFL108", src) == []
 
 
 def test_tfl108_graph_io_is_fine():
@@ -497,4 +547,153 @@ def test_tfl108_one_off_structure_warnings_are_not_reported():
         def _say(self, msg):
             return logging.warning(msg)
     """
-    assert lines("TFL108", src) == [15, 16, 17]
+    # only the line that logs a tensor's value: the others say the same thing once per trace
+    assert lines("TFL108", src) == [16]
+
+
+def test_tfl108_structure_warning_under_a_python_condition_is_not_reported():
+    # tensorflow/python/keras/engine/sequential.py: warned once, by design, naming the inputs
+    src = """
+    import logging
+    import tensorflow as tf
+
+    class Seq(tf.keras.Model):
+        def call(self, inputs):
+            if not tf.is_tensor(inputs):
+                logging.warning("a Sequential model got a %s input: %s" % (type(inputs), inputs))
+            if tf.reduce_sum(inputs) > 0:
+                logging.warning("positive: %s", inputs)
+            return inputs
+    """
+    assert lines("TFL108", src) == [10]
+
+
+def test_tfl105_clock_into_tensorflow_python_helpers_is_python_work():
+    # tensorflow/python/checkpoint/functional_saver.py times its sharding callback this way
+    src = """
+    import math
+    import time
+    import tensorflow as tf
+    from tensorflow.python.checkpoint import metrics
+    from tensorflow.python.ops import math_ops
+
+    @tf.function
+    def save(x):
+        start = time.time() * 1e6
+        shards = [x]
+        end = time.time() * 1e6
+        metrics.AddShardingCallbackDuration(callback_duration=max(1, math.ceil(end - start)))
+        return shards
+
+    @tf.function
+    def stamp(x):
+        now = time.time()
+        return math_ops.add(x, now)
+    """
+    assert lines("TFL105", src) == [18]
+
+
+def test_tfl102_side_channel_of_an_explicit_trace_is_not_reported():
+    # official/nlp/tools/export_tfhub_lib_test.py: shapes captured by get_concrete_function
+    src = """
+    import tensorflow as tf
+
+    def result_shapes(fn, *args):
+        container = [None]
+
+        @tf.function
+        def wrapper(*args):
+            result = fn(*args)
+            container[0] = tf.nest.map_structure(lambda x: x.shape.as_list(), result)
+            return result
+
+        wrapper.get_concrete_function(*args)
+        return container[0]
+
+    def counted(ds):
+        counts = {"n": 0}
+
+        @tf.function
+        def step(x):
+            counts["n"] += 1
+            return x
+
+        step.get_concrete_function(tf.TensorSpec([]))
+        for x in ds:
+            step(x)
+    """
+    assert lines("TFL102", src) == [21]
+
+
+def test_tfl102_container_and_tf_function_made_together_and_traced_once():
+    # tensorflow/python/ops/parallel_for/pfor.py: a while_loop body reports static facts of
+    # its trace through lists of the enclosing call, which makes a fresh tf.function each time
+    src = """
+    import tensorflow as tf
+
+    def convert(n):
+        stacked = [None]
+        mismatched = []
+
+        def body(i):
+            stacked[0] = i.shape.rank
+            mismatched[:] = [0]
+            return i + 1
+
+        @tf.function
+        def while_fn():
+            return tf.while_loop(lambda i: i < n, body, [tf.constant(0)])
+
+        _ = while_fn.get_concrete_function()
+        return while_fn(), stacked[0]
+
+    def looped(ds):
+        seen = []
+
+        def body(i):
+            seen.append(i)
+            return i + 1
+
+        @tf.function
+        def run(x):
+            return tf.while_loop(lambda i: i < x, body, [tf.constant(0)])
+
+        for x in ds:
+            run(x)
+    """
+    assert lines("TFL102", src) == [24]
+
+
+def test_tensor_parameters_exclude_python_flags_passed_by_callers():
+    src = """
+    import logging
+    import tensorflow as tf
+
+    @tf.function
+    def step(x, training, scale=2.0):
+        logging.info("training=%s scale=%s", training, scale)
+        if bool(training):
+            x = x * scale
+        logging.info("x=%s", x)
+        return x
+
+    step(tf.ones([2]), True)
+    step(tf.ones([2]), training=False)
+    """
+    assert lines("TFL108", src) == [10]
+    assert lines("TFL107", src) == []
+
+
+def test_tfl107_casts_in_keras2_layers_run_under_autograph():
+    # tf_keras (Keras 2) wraps `call` with AutoGraph: int()/float() become casts there
+    src = """
+    import tensorflow as tf
+    import tf_keras
+
+    class Crop(tf_keras.layers.Layer):
+        def call(self, inputs):
+            n = int(tf.shape(inputs)[0])
+            flag = bool(inputs[0, 0] > 0)
+            return inputs[: n // 2]
+    """
+    assert lines("TFL107", src) == [8]

@@ -62,6 +62,12 @@ class TracedFunctions:
         self.reasons: dict[ast.AST, str] = {}
         self.eager: set[ast.AST] = set()  # functions passed to py_function & co.
         self.keras_classes: set[ast.ClassDef] = set()
+        # functions TensorFlow itself traces (not reached through other traced code), and
+        # whether AutoGraph converts them: "autograph", "no-autograph" (Keras 3 methods,
+        # ``tf.function(autograph=False)``; Keras 2 methods are "autograph")
+        self.entry_points: dict[ast.AST, str] = {}
+        # function -> the ``@tf.function`` decorators / ``tf.function(f)`` calls that wrap it
+        self.creations: dict[ast.AST, list[ast.AST]] = {}
         self._compute()
 
     # -- queries ---------------------------------------------------------------------------
@@ -172,6 +178,8 @@ class TracedFunctions:
                         self.reasons.setdefault(
                             node, f"decorated with @tf.function (line {dec.lineno})"
                         )
+                        self.entry_points[node] = _autograph_kind(dec)
+                        self.creations.setdefault(node, []).append(dec)
                 cls = a.parent(node)
                 if (
                     isinstance(cls, ast.ClassDef)
@@ -181,6 +189,7 @@ class TracedFunctions:
                     self.reasons.setdefault(
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
                     )
+                    self.entry_points.setdefault(node, "autograph" if self._keras2 else "no-autograph")
             elif isinstance(node, ast.Call):
                 # Only a call spelled ``<x>.function(...)`` (and the like) or through an
                 # imported name can be one of these: skip resolving the others.
@@ -194,6 +203,8 @@ class TracedFunctions:
                 if name in TF_FUNCTION and node.args:
                     for f in self._resolve_callable(node.args[0], node):
                         self.reasons.setdefault(f, f"wrapped with tf.function (line {node.lineno})")
+                        self.entry_points.setdefault(f, _autograph_kind(node))
+                        self.creations.setdefault(f, []).append(node)
                 elif name in EAGER_WRAPPERS:
                     arg = node.args[0] if node.args else next(
                         (k.value for k in node.keywords if k.arg == "func"), None
@@ -210,6 +221,7 @@ class TracedFunctions:
                         self.reasons.setdefault(
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
+                        self.entry_points.setdefault(f, "autograph")
 
         # Functions that traced code calls, transitively; and functions that traced code hands
         # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
@@ -231,6 +243,117 @@ class TracedFunctions:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         work.append(callee)
+
+    @property
+    def _keras2(self) -> bool:
+        """The module imports Keras 2 (``tf_keras``, ``tensorflow.python.keras``), whose
+        layers and ``train_step`` run under AutoGraph (Keras 3 runs them without)."""
+        got = self.__dict__.get("_keras2_cached")
+        if got is None:
+            got = False
+            for node in self.a.nodes(ast.Import, ast.ImportFrom):
+                names = [al.name for al in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(n == "tf_keras" or n.startswith(("tf_keras.", "tensorflow.python.keras")) for n in names):
+                    got = True
+                    break
+            self.__dict__["_keras2_cached"] = got
+        return got
+
+    def runs_autograph(self, func: ast.AST) -> bool:
+        """Whether AutoGraph converts ``func`` on some path TensorFlow traces it by: it is (or
+        is reached from) a ``tf.function`` with AutoGraph on, or a ``Dataset.map``-style
+        function. Keras 3 calls ``call``/``train_step``/... without AutoGraph, as does
+        ``tf.function(autograph=False)``; AutoGraph converts what converted code calls."""
+        converted = self.__dict__.get("_autograph")
+        if converted is None:
+            roots = [f for f, kind in self.entry_points.items() if kind == "autograph"]
+            converted = self.__dict__["_autograph"] = self._reach(
+                roots, lambda f: self.entry_points.get(f) == "no-autograph"
+            )
+        return func in converted
+
+    def only_traced_explicitly(self, func: ast.AST) -> bool:
+        """Whether traced ``func`` runs only when the program asks TensorFlow for a graph
+        (``f.get_concrete_function(...)``) and never when a tf.function is called: it is
+        reached only from tf.functions used solely through ``get_concrete_function``. Its
+        trace-time Python effects then happen exactly once per requested trace."""
+        if func not in self.reasons:
+            return False
+        called = self.__dict__.get("_called_reach")
+        if called is None:
+            roots = [f for f in self.reasons if f in self.entry_points and not self._wrapped_only_for_tracing(f)]
+            called = self.__dict__["_called_reach"] = self._reach(roots, lambda f: False)
+        return func not in called
+
+    def roots_of(self, func: ast.AST) -> list[ast.AST]:
+        """The functions TensorFlow traces itself (entry points) whose traces run ``func``."""
+        reach = self.__dict__.setdefault("_reach_by_root", {})
+        out = []
+        for root in self.entry_points:
+            got = reach.get(root)
+            if got is None:
+                got = reach[root] = self._reach([root], lambda f: False)
+            if func in got:
+                out.append(root)
+        return out
+
+    def _wrapped_only_for_tracing(self, func: ast.AST) -> bool:
+        creations = self.creations.get(func)
+        return bool(creations) and all(self.used_only_for_tracing(c, func) for c in creations)
+
+    def used_only_for_tracing(self, creation: ast.AST, func: ast.AST | None = None) -> bool:
+        """Whether the tf.function made by ``creation`` (a ``@tf.function`` decorator of
+        ``func``, or a ``tf.function(...)`` call) is only used as
+        ``.get_concrete_function(...)``: built to be traced, not called."""
+        a = self.a
+        decorated = func is not None and creation in getattr(func, "decorator_list", ())
+        if decorated:
+            name, at = func.name, func
+        else:
+            p = a.parent(creation)
+            if isinstance(p, ast.Attribute) and p.value is creation:
+                return p.attr == "get_concrete_function"
+            if not (isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name)):
+                return False
+            name, at = p.targets[0].id, p
+        scope = self.defining_scope(name, at)
+        if scope is None:
+            return False
+        uses = self._name_uses(scope).get(name, [])
+        return bool(uses) and all(
+            isinstance(a.parent(n), ast.Attribute) and a.parent(n).attr == "get_concrete_function" for n in uses
+        )
+
+    def _name_uses(self, scope: ast.AST) -> dict[str, list[ast.Name]]:
+        cache = self.__dict__.setdefault("_name_use_index", {})
+        table = cache.get(scope)
+        if table is None:
+            table = cache[scope] = {}
+            for n in ast.walk(scope):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    table.setdefault(n.id, []).append(n)
+        return table
+
+    def _reach(self, roots: list[ast.AST], blocked) -> set[ast.AST]:
+        """``roots`` and the functions their traced bodies call or hand to graph-building
+        calls, transitively, not entering functions for which ``blocked(f)`` holds."""
+        seen = set(roots)
+        work = list(roots)
+        while work:
+            current = work.pop()
+            for sub in self._walk_traced_body(current):
+                if not isinstance(sub, ast.Call):
+                    continue
+                callees = list(self._resolve_callable(sub.func, sub, called=True))
+                if self._traces_arguments(sub):
+                    for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                        if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)):
+                            callees.extend(self._resolve_callable(arg, sub))
+                for callee in callees:
+                    if callee not in seen and callee not in self.eager and not blocked(callee):
+                        seen.add(callee)
+                        work.append(callee)
+        return seen
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""
@@ -502,6 +625,12 @@ class TracedFunctions:
             f = expr.func
             if isinstance(f, ast.Name) and f.id == "self":
                 return True
+            if (
+                _is_self_attr(f)
+                and f.attr in _KERAS_TENSOR_METHODS
+                and self.is_keras_class(self.a.enclosing_class(expr))
+            ):
+                return True  # self.compute_loss(...), self.call(...) of a Keras model
             if isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS:
                 return self.is_tensor(f.value, _depth + 1)
             return False
@@ -520,21 +649,69 @@ class TracedFunctions:
             if scope is None or isinstance(scope, ast.Module):
                 return False
             if expr.id in _param_names(scope):
-                return self._tensor_param(scope, expr.id)
+                return self._tensor_param(scope, expr.id, _depth)
             values = self.bindings(expr.id, scope)
             return bool(values) and all(
                 v is not expr and self.is_tensor(_unpacked(v), _depth + 1) for v in values
             )
         return False
 
-    def _tensor_param(self, func: ast.AST, name: str) -> bool:
-        """Parameters known to be tensors: those of a tf.function with an ``input_signature``
-        and the ``inputs`` argument of a Keras layer's ``call``."""
+    def _tensor_param(self, func: ast.AST, name: str, _depth: int = 0) -> bool:
+        """Parameters known to be tensors: those of a tf.function with an ``input_signature``;
+        the first argument of a Keras layer's ``call`` and of ``train_step``/``test_step``/
+        ``predict_step``; parameters without a Python default of a function TensorFlow traces
+        itself (``@tf.function``, ``tf.function(f)``, ``Dataset.map(f)``); and parameters of a
+        helper that every in-module call passes a tensor."""
         if self.has_input_signature(self.tf_function_decorator(func)):
             return True
-        if getattr(func, "name", None) == "call" and self.is_keras_class(self.a.parent(func)):
-            args = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        args = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        if getattr(func, "name", None) in KERAS_TRACED_METHODS and self.is_keras_class(self.a.parent(func)):
             return len(args) > 1 and args[1] == name
+        method = isinstance(self.a.parent(func), ast.ClassDef)
+        if name in args and method and args.index(name) == 0:
+            return False  # self / cls
+        if func in self.entry_points:
+            if _python_default(func, name) or name not in args:
+                return False
+            idx = args.index(name)
+            for site in self.call_sites(func):  # `step(x, True)`: a Python flag, not a tensor
+                passed = site.args[idx] if idx < len(site.args) else next(
+                    (k.value for k in site.keywords if k.arg == name), None
+                )
+                if isinstance(passed, ast.Constant) or (
+                    isinstance(passed, ast.UnaryOp) and isinstance(passed.operand, ast.Constant)
+                ):
+                    return False
+            return True
+        if name not in args or _depth > 3:
+            return False
+        idx = args.index(name)
+        sites = [s for s in self.call_sites(func) if self.is_traced(getattr(s, "original", s))]
+        return bool(sites) and all(
+            idx < len(s.args) and self.is_tensor(s.args[idx], _depth + 4) for s in sites
+        )
+
+    def carries_tensor(self, expr: ast.AST) -> bool:
+        """Whether evaluating ``expr`` in traced code uses a tensor's *value* (so, at trace
+        time, a symbolic tensor): ``loss``, ``f"{loss}"``, ``str(x + 1)``, ``tf.shape(x)``.
+        Static facts of a tensor are not values: ``x.shape``, ``x.dtype``, ``x.name``,
+        ``len(x)``, ``type(x)``."""
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Attribute) and node.attr in _STATIC_TENSOR_ATTRS:
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _STATIC_BUILTINS:
+                continue
+            if isinstance(node, ast.Call) and (self.a.call_name(node) or "").rsplit(".", 1)[-1] in _NOT_TENSOR_LAST:
+                continue  # tf.is_tensor(x), tf.executing_eagerly(): Python answers
+            if isinstance(node, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops):
+                continue
+            if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(node, (ast.Name, ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)) and self.is_tensor(node):
+                return True
+            stack.extend(ast.iter_child_nodes(node))
         return False
 
     # -- guards ----------------------------------------------------------------------------
@@ -641,6 +818,26 @@ class TracedFunctions:
         return False
 
 
+_STATIC_TENSOR_ATTRS = frozenset(
+    {"shape", "dtype", "name", "device", "ndim", "rank", "get_shape", "op", "graph", "__class__"}
+)
+_STATIC_BUILTINS = frozenset({"len", "type", "isinstance", "id", "hasattr", "callable", "repr_shape"})
+
+
+def _python_default(func: ast.AST, name: str) -> bool:
+    """Whether parameter ``name`` of ``func`` defaults to a Python constant other than None
+    (``training=False``, ``mode="train"``): configuration, not a tensor."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    if name not in {a.arg for a in (*positional, *args.kwonlyargs)}:
+        return True  # *args / **kwargs
+    d = defaults.get(name)
+    return d is not None and not _is_none(d)
+
+
+_KERAS_TENSOR_METHODS = frozenset({"compute_loss", "call", "__call__"})
 TENSOR_METHODS = frozenset({"__getitem__", "read", "stack", "concat", "gather", "value", "read_value"})
 _NOT_TENSOR_LAST = frozenset(
     {
@@ -666,6 +863,14 @@ def _is_tensor_op(name: str) -> bool:
     if name.startswith(_TENSOR_MODULES):
         return not (name.startswith("keras.ops.") and last in ("shape", "dtype"))
     return name.count(".") == 1 and name.startswith("tensorflow.") and last[:1].islower()
+
+
+def _autograph_kind(creation: ast.AST) -> str:
+    """``"no-autograph"`` for ``tf.function(..., autograph=False)``, else ``"autograph"``."""
+    for k in getattr(creation, "keywords", ()):
+        if k.arg == "autograph" and isinstance(k.value, ast.Constant) and k.value.value is False:
+            return "no-autograph"
+    return "autograph"
 
 
 def _in_body(func: ast.AST, child: ast.AST) -> bool:

@@ -1,0 +1,207 @@
+"""Premises of TFL201-TFL203, measured on the installed TensorFlow (2.21, Keras 3).
+
+Retraces are counted by TensorFlow itself (``experimental_get_tracing_count()``, or a Python
+side effect in the function body, which runs once per trace); the cost of per-batch
+``predict`` is a ratio of two timings taken side by side, never an absolute time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tests.premises._trace_helpers import assert_flags, lint, load  # noqa: E402
+
+STEPS = 6
+
+
+# -- TFL201: Python numbers as tf.function arguments -----------------------------------------
+
+SCALAR_BAD = """
+import tensorflow as tf
+
+@tf.function
+def train_step(x, step):
+    return x * tf.cast(step, tf.float32)
+
+def run(batches):
+    for i, x in enumerate(batches):
+        train_step(x, i)  # expect: TFL201
+"""
+SCALAR_GOOD = """
+import tensorflow as tf
+
+@tf.function
+def train_step(x, step):
+    return x * tf.cast(step, tf.float32)
+
+def run(batches):
+    for i, x in enumerate(batches):
+        train_step(x, tf.constant(i, tf.int64))
+"""
+
+
+def test_tfl201_every_python_int_is_a_new_trace(tmp_path):
+    batches = [tf.ones([2])] * STEPS
+    bad = load(tmp_path, SCALAR_BAD)
+    good = load(tmp_path, SCALAR_GOOD)
+    good.run(batches[:1])  # the one trace the good version needs
+    t0 = time.perf_counter()
+    bad.run(batches)
+    t1 = time.perf_counter()
+    good.run(batches)
+    t2 = time.perf_counter()
+    assert bad.train_step.experimental_get_tracing_count() == STEPS
+    assert good.train_step.experimental_get_tracing_count() == 1
+    assert (t1 - t0) / (t2 - t1) > 3  # a trace per call costs a multiple of a cached call
+    assert_flags(SCALAR_BAD, SCALAR_GOOD, "TFL201")
+
+
+def test_tfl201_input_signature_converts_python_ints(tmp_path):
+    src = """
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int64)])
+    def step(i):
+        return i + 1
+
+    def run():
+        for i in range(6):
+            step(i)
+    """
+    mod = load(tmp_path, src)
+    mod.run()
+    assert mod.step.experimental_get_tracing_count() == 1
+    assert lint(src, "TFL201") == []
+
+
+# -- TFL202: tf.function created per iteration / per call ------------------------------------
+
+PER_CALL_BAD = """
+import tensorflow as tf
+
+traces = []
+
+def body(x):
+    traces.append(1)
+    return x * 2
+
+def run(batches):
+    for x in batches:
+        step = tf.function(body)  # expect: TFL202
+        step(x)
+
+def predict_one(x):
+    @tf.function  # expect: TFL202
+    def fwd(x):
+        traces.append(1)
+        return x + 1
+    return fwd(x)
+
+def serve(batches):
+    for x in batches:
+        predict_one(x)
+"""
+PER_CALL_GOOD = """
+import tensorflow as tf
+
+traces = []
+
+def body(x):
+    traces.append(1)
+    return x * 2
+
+step = tf.function(body)
+
+def run(batches):
+    for x in batches:
+        step(x)
+
+@tf.function
+def fwd(x):
+    traces.append(1)
+    return x + 1
+
+def serve(batches):
+    for x in batches:
+        fwd(x)
+"""
+
+
+def test_tfl202_new_tf_function_per_call_traces_every_time(tmp_path):
+    batches = [tf.constant(float(i)) for i in range(STEPS)]
+    bad = load(tmp_path, PER_CALL_BAD)
+    good = load(tmp_path, PER_CALL_GOOD)
+    good.run(batches[:1])
+    good.traces.clear()
+    t0 = time.perf_counter()
+    bad.run(batches)
+    t1 = time.perf_counter()
+    good.run(batches)
+    t2 = time.perf_counter()
+    assert (t1 - t0) / (t2 - t1) > 3
+    assert len(good.traces) == 0  # the function made once is not traced again
+    assert len(bad.traces) == STEPS  # same signature every time, still one trace per object
+    bad.traces.clear()
+    bad.serve(batches)
+    assert len(bad.traces) == STEPS
+
+    good.serve(batches)
+    assert len(good.traces) == 1
+    assert_flags(PER_CALL_BAD, PER_CALL_GOOD, "TFL202")
+
+
+# -- TFL203: model.predict per batch ---------------------------------------------------------
+
+PREDICT_BAD = """
+import keras
+
+def run(model, ds):
+    out = []
+    for batch in ds:
+        out.append(model.predict(batch, verbose=0))  # expect: TFL203
+    return out
+"""
+PREDICT_GOOD = """
+import keras
+
+def run(model, ds):
+    out = []
+    for batch in ds:
+        out.append(model(batch, training=False))
+    return out
+
+def run_whole(model, ds):
+    return model.predict(ds, verbose=0)
+"""
+
+
+def test_tfl203_per_batch_predict_costs_a_multiple_of_a_direct_call(tmp_path):
+    import numpy as np
+    import keras
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    x = np.random.default_rng(0).random((8 * 16, 8), dtype=np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(16)
+    bad = load(tmp_path, PREDICT_BAD)
+    good = load(tmp_path, PREDICT_GOOD)
+    bad.run(model, ds)
+    good.run(model, ds)
+    good.run_whole(model, ds)  # warm up every path once
+
+    ratios = []
+    for _ in range(2):  # side by side, in the same run
+        t0 = time.perf_counter()
+        slow = bad.run(model, ds)
+        t1 = time.perf_counter()
+        fast = good.run(model, ds)
+        t2 = time.perf_counter()
+        ratios.append((t1 - t0) / (t2 - t1))
+    # same numbers, at a multiple of the cost (measured 80-100x on 8 batches of 16 rows)
+    np.testing.assert_allclose(np.concatenate(slow), np.concatenate([f.numpy() for f in fast]), rtol=1e-5)
+    np.testing.assert_allclose(np.concatenate(slow), good.run_whole(model, ds), rtol=1e-5)
+    assert min(ratios) > 3, ratios
+    assert_flags(PREDICT_BAD, PREDICT_GOOD, "TFL203")
