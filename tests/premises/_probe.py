@@ -41,15 +41,29 @@ def codes(src: str, target: str | None = None) -> set[str]:
     return {c for _, c in findings(src, target)}
 
 
+_count = [0]
+
+
+def _register(text: str) -> str:
+    """A file name for ``text`` that ``linecache`` (so AutoGraph) can read the source from."""
+    import linecache
+
+    _count[0] += 1
+    name = f"<premise-program-{_count[0]}>.py"
+    linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
+    return name
+
+
 def run(src: str, **names) -> dict:
     """Execute ``src`` (dedented) in a fresh namespace holding ``names``; return the namespace."""
+    text = textwrap.dedent(src)
     ns: dict = {"__name__": "premise_program", **names}
-    exec(compile(textwrap.dedent(src), "program.py", "exec"), ns)  # noqa: S102 - the program under test
+    exec(compile(text, _register(text), "exec"), ns)  # noqa: S102 - the program under test
     return ns
 
 
 _RUNNER = r'''
-import json, os, sys, textwrap
+import json, linecache, os, sys, textwrap
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf
 cpus = tf.config.list_physical_devices("CPU")
@@ -60,8 +74,11 @@ programs = json.loads(sys.stdin.read())
 out = {}
 for name, src in programs.items():
     ns = {"__name__": "premise_program"}
+    text = textwrap.dedent(src)
+    filename = "<premise-" + name + ">.py"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     try:
-        exec(compile(textwrap.dedent(src), name + ".py", "exec"), ns)
+        exec(compile(text, filename, "exec"), ns)
         out[name] = {"result": ns.get("RESULT")}
     except Exception as exc:
         out[name] = {"error": type(exc).__name__ + ": " + str(exc)[:500]}
