@@ -279,3 +279,36 @@ def test_target_version_is_part_of_the_cache_key(tmp_path):
     assert cached("--target-version", "2.8").returncode == 1
     assert cached().returncode == 0
     assert (tmp_path / ".tflint_cache").is_dir()
+
+
+def test_rules_outside_their_tensorflow_versions_do_not_run():
+    import ast as ast_mod
+
+    from tflint.check.engine import lint_text
+    from tflint.check.render import ruledoc
+    from tflint.finding import Severity
+    from tflint.rules.base import Rule
+
+    class OldOnly(Rule):
+        code = "TFL999"
+        name = "old-only"
+        severity = Severity.WARNING
+        summary = "for old TensorFlow"
+        tensorflow_versions = ((2, 0), (2, 8))
+
+        def check(self, ctx):
+            for node in ctx.analysis.nodes(ast_mod.Import):
+                ctx.report(node, f"target {ctx.analysis.target}")
+
+    src = "import tensorflow as tf\n"
+    enabled = frozenset({"TFL999"})
+    assert lint_text("a.py", src, enabled, rules=[OldOnly()]).findings == []  # default: 2.21
+    got = lint_text("a.py", src, enabled, rules=[OldOnly()], target=tfversion.make_target("2.8")).findings
+    assert [f.message for f in got] == ["target 2.8"]
+    assert lint_text("a.py", src, enabled, rules=[OldOnly()], target=tfversion.make_target("2.9")).findings == []
+    assert OldOnly.versions_text() == "TensorFlow 2.0 to 2.8"
+    assert "Applies to TensorFlow 2.0 to 2.8" in ruledoc.rule_text(OldOnly)
+    assert ruledoc.rule_dict(OldOnly)["tensorflow_versions"] == {"from": "2.0", "to": "2.8"}
+    from tflint.rules import all_rules
+
+    assert all("Applies to TensorFlow" in ruledoc.rule_text(r) for r in all_rules())
