@@ -312,3 +312,18 @@ def test_rules_outside_their_tensorflow_versions_do_not_run():
     from tflint.rules import all_rules
 
     assert all("Applies to TensorFlow" in ruledoc.rule_text(r) for r in all_rules())
+
+
+def test_each_file_takes_the_closest_declarations(tmp_path):
+    write(tmp_path, "old/requirements.txt", "tensorflow==2.8.*\n")
+    write(tmp_path, "old/train.py", UNPREFETCHED)
+    write(tmp_path, "new/pyproject.toml", '[project]\nname = "n"\ndependencies = ["tensorflow>=2.16"]\n')
+    write(tmp_path, "new/pkg/train.py", UNPREFETCHED)
+    proc = check(".", cwd=tmp_path)
+    assert codes(proc) == ["TFL401@old/train.py"], proc.stdout
+    # stdin takes the declarations of the directory --stdin-filename names
+    env = {k: v for k, v in os.environ.items() if k != "TFLINT_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "tflint", "check", "--no-cache", "-", "--stdin-filename",
+                           "old/x.py", "--output-format", "concise"], input=UNPREFETCHED, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and "TFL401" in proc.stdout

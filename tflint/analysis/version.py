@@ -9,8 +9,8 @@ Where it comes from, first match wins:
 
 1. ``--target-version`` on the command line, or ``target-version`` in the configuration;
 2. the checked project's own dependency declarations: ``pyproject.toml``
-   (``[project] dependencies`` and ``optional-dependencies``) and ``requirements*.txt``, the
-   closest directory above the project root that has any of them. The lowest TensorFlow version
+   (``[project] dependencies`` and ``optional-dependencies``) and ``requirements*.txt`` in the
+   checked file's directory or the closest directory above it that has any of them. The lowest TensorFlow version
    the declared range admits is the target (``tensorflow>=2.12,<2.16`` → 2.12,
    ``tensorflow-cpu==2.15.*`` → 2.15), as code must behave well on every version it supports.
    ``tf-keras`` declared means Keras 2; ``keras>=3`` / ``keras<3`` say which Keras;
@@ -249,34 +249,46 @@ def _declaration_files(directory: str) -> list[str]:
     return [p for p in out if os.path.isfile(p)]
 
 
-@lru_cache(maxsize=256)
+_project_memo: dict[str, TargetVersion | None] = {}
+
+
 def from_project(directory: str) -> TargetVersion | None:
     """The target the closest dependency declarations at or above ``directory`` state;
-    ``None`` when none names TensorFlow or Keras."""
+    ``None`` when the closest ones name neither TensorFlow nor Keras (or there are none).
+    Each directory is listed once per run (memoised, parents included)."""
     d = os.path.abspath(directory)
-    while True:
-        files = _declaration_files(d)
-        if files:
-            found = _Declared()
-            for f in files:
-                if f.endswith(".toml"):
-                    _read_pyproject(f, found)
-                else:
-                    _read_requirements(f, found)
-            if found.tensorflow is None and not found.tf_keras and found.keras is None:
-                return None
-            tfv = found.tensorflow
-            source = os.path.relpath(files[0]) if found.tensorflow is not None else None
-            if tfv is None:
-                installed = from_installed()
-                tfv = installed.tensorflow if installed else NEWEST
-            tfv = min(max(tfv, OLDEST), NEWEST)
-            keras = keras_for(tfv, found.tf_keras, found.keras)
-            return TargetVersion(tfv, keras, f"declared in {source}" if source else "declared Keras")
+    if d in _project_memo:
+        return _project_memo[d]
+    files = _declaration_files(d)
+    if files:
+        result = _from_declarations(files)
+    else:
         parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
+        result = None if parent == d else from_project(parent)
+    _project_memo[d] = result
+    return result
+
+
+from_project.cache_clear = _project_memo.clear  # type: ignore[attr-defined]
+
+
+def _from_declarations(files: list[str]) -> TargetVersion | None:
+    found = _Declared()
+    for f in files:
+        if f.endswith(".toml"):
+            _read_pyproject(f, found)
+        else:
+            _read_requirements(f, found)
+    if found.tensorflow is None and not found.tf_keras and found.keras is None:
+        return None
+    tfv = found.tensorflow
+    if tfv is None:
+        installed = from_installed()
+        tfv = installed.tensorflow if installed else NEWEST
+    tfv = min(max(tfv, OLDEST), NEWEST)
+    keras = keras_for(tfv, found.tf_keras, found.keras)
+    where = os.path.dirname(files[0])
+    return TargetVersion(tfv, keras, f"declared in {where}")
 
 
 _DIST_RE = re.compile(r"^([A-Za-z0-9_.]+)-(\d+)\.(\d+)[^-]*\.(?:dist-info|egg-info)$")
@@ -313,7 +325,7 @@ def from_installed() -> TargetVersion | None:
 
 
 def resolve(explicit: str | None, project_dir: str) -> TargetVersion:
-    """The target for code under ``project_dir`` (``explicit``: an already validated setting)."""
+    """The target for code in ``project_dir`` (``explicit``: an already validated setting)."""
     if explicit:
         return make_target(explicit)
     return from_project(project_dir) or from_installed() or DEFAULT

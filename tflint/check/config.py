@@ -17,8 +17,8 @@ Keys::
 
 ``target-version`` (``--target-version``) accepts ``"2.16"``, ``"2.16.1"`` or ``"tf2.16"``,
 from 2.0 to the newest supported version (:data:`tflint.analysis.version.NEWEST`). Unset, it
-is read from the project's dependency declarations (``pyproject.toml``, ``requirements*.txt``)
-above the configuration's directory, else from the installed TensorFlow's metadata, else the
+is read from the dependency declarations (``pyproject.toml``, ``requirements*.txt``) closest
+above each checked file, else from the installed TensorFlow's metadata, else the
 newest supported version (:mod:`tflint.analysis.version`).
 """
 
@@ -243,7 +243,17 @@ class Settings:
     per_file_ignores: list[tuple[re.Pattern, bool, frozenset[str]]] = field(default_factory=list)
     exclude: PathPatterns | None = None
     cli_exclude: PathPatterns | None = None
-    target: object = None  # TargetVersion (tflint.analysis.version)
+    target: object = None  # TargetVersion (tflint.analysis.version) when set explicitly
+    explicit_target: bool = False
+
+    def target_for(self, abspath: str):
+        """The TensorFlow version ``abspath`` targets: the configured/command-line one, else
+        what the dependency declarations closest to the file say (see ``analysis.version``)."""
+        if self.explicit_target:
+            return self.target
+        from tflint.analysis import version
+
+        return version.resolve(None, os.path.dirname(abspath))
 
     def enabled_for(self, abspath: str) -> frozenset[str]:
         if not self.per_file_ignores:
@@ -311,12 +321,12 @@ def make_settings(config: Config, overrides: Overrides, cwd: str | None = None) 
     from tflint.analysis import version
 
     explicit = overrides.target_version or config.target_version
-    project_dir = config.root if config.path else os.path.abspath(cwd or os.getcwd())
-    target = version.resolve(explicit, project_dir)
+    target = version.make_target(explicit) if explicit else None
     return Settings(
         config=config,
         enabled=frozenset(enabled),
         target=target,
+        explicit_target=bool(explicit),
         per_file_ignores=pfi,
         exclude=exclude or None,
         cli_exclude=cli_exclude or None,

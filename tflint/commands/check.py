@@ -248,7 +248,7 @@ def run_check(opts: CheckOptions) -> int:
             disp = _display_path(abspath, cwd)
             settings = settings_for_dir(os.path.dirname(abspath))
             enabled = settings.enabled_for(abspath)
-            targets[disp] = settings.target
+            target = targets[disp] = settings.target_for(abspath)
             try:
                 raw = _read_regular_file(abspath)
             except OSError as exc:
@@ -261,12 +261,12 @@ def run_check(opts: CheckOptions) -> int:
             if cache is not None:
                 from tflint.check.cache import file_key
 
-                key = keys[disp] = file_key(disp, raw, enabled, settings.target)
+                key = keys[disp] = file_key(disp, raw, enabled, target)
                 hit = cache.get(key, disp)
                 if hit is not None:
                     results[disp] = FileResult(disp, hit)
                     continue
-            tasks.append((disp, raw, enabled, settings.target))
+            tasks.append((disp, raw, enabled, target))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -562,14 +562,15 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
         disp = name
     settings = settings_for_dir(os.path.dirname(abspath))
     enabled = settings.enabled_for(abspath)
-    res = lint_bytes(disp, raw, enabled, target=settings.target)
+    target = settings.target_for(abspath)
+    res = lint_bytes(disp, raw, enabled, target=target)
     findings = res.findings
     errors = list(res.errors)
     raws = {disp: raw}
     if opts.fix or opts.diff:
         from tflint.check.fix import fix_file
 
-        outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes, target=settings.target)
+        outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes, target=target)
         errors.extend(outcome.errors)
         if outcome.problem:
             sys.stderr.write(f"warning: {disp}: {outcome.problem}; input left unchanged\n")
