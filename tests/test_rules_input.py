@@ -483,3 +483,25 @@ def test_dataset_parameter_from_the_only_call_site():
     loop(tf.data.Dataset.range(10).batch(2))
     """
     assert lines_at(src, DatasetWithoutPrefetch, "2.8") == [5]
+
+
+def test_tfl401_module_level_options_applied_in_a_function():
+    src = """
+    import tensorflow as tf
+
+    OPTIONS = tf.data.Options()
+    OPTIONS.experimental_optimization.inject_prefetch = False
+
+    def make():
+        return tf.data.Dataset.range(8).batch(2).with_options(OPTIONS)
+
+    def local():
+        OPTIONS = tf.data.Options()
+        return tf.data.Dataset.range(8).batch(2).with_options(OPTIONS)
+
+    for x in make():
+        pass
+    for x in local():
+        pass
+    """
+    assert lines_at(src, DatasetWithoutPrefetch, "2.21") == [14]

@@ -455,7 +455,16 @@ class DatasetFacts:
     def _options_settings(self, name: str, at: ast.AST) -> list[tuple[str, object]]:
         """``(path, constant)`` for each ``name.a.b = constant`` in the scope of ``at`` where
         ``name`` is bound to ``tf.data.Options()`` (or a dataset's ``.options()``)."""
-        scope = self.a.enclosing_function(at) or self.a.tree
+        scope = self.a.enclosing_function(at)
+        if scope is not None:
+            got = self._options_settings_in(name, scope)
+            if got is not None:
+                return got
+        return self._options_settings_in(name, self.a.tree) or []
+
+    def _options_settings_in(self, name: str, scope: ast.AST) -> list[tuple[str, object]] | None:
+        """The settings of ``name`` in ``scope`` (its own statements, not nested functions);
+        ``None`` when ``scope`` does not bind ``name`` to options."""
         memo = self.__dict__.setdefault("_options_memo", {})
         key = (id(scope), name)
         if key in memo:
@@ -482,7 +491,7 @@ class DatasetFacts:
                         e = e.value
                     if isinstance(e, ast.Name) and e.id == name and isinstance(node.value, ast.Constant):
                         settings.append((".".join(reversed(parts)), node.value.value))
-        memo[key] = settings if bound else []
+        memo[key] = settings if bound else None
         return memo[key]
 
     def stateful_op(self, call: ast.Call) -> ast.AST | None:
