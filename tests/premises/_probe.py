@@ -89,16 +89,33 @@ print("@@RESULTS@@" + json.dumps(out, default=str))
 def run_isolated(programs: dict[str, str], logical_cpus: int = 1, timeout: float = 240) -> dict:
     """Run each program (in order) in one new interpreter with ``logical_cpus`` CPU devices
     configured before anything else; ``{name: {"result": RESULT} | {"error": "Type: msg"}}``."""
+    return run_isolated_many([(programs, logical_cpus)], timeout)[0]
+
+
+def run_isolated_many(jobs: list[tuple[dict[str, str], int]], timeout: float = 240) -> list[dict]:
+    """:func:`run_isolated` for several (programs, logical_cpus) jobs, in concurrent interpreters
+    (TensorFlow's start-up dominates; the jobs overlap it)."""
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-c", _RUNNER, str(logical_cpus)],
-        input=json.dumps(programs), capture_output=True, text=True, timeout=timeout, env=env,
-    )
-    marker = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULTS@@")]
-    assert proc.returncode == 0 and marker, proc.stderr[-3000:]
-    return json.loads(marker[-1][len("@@RESULTS@@"):])
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _RUNNER, str(n)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _, n in jobs
+    ]
+    outs = []
+    try:
+        for proc, (programs, _) in zip(procs, jobs):
+            stdout, stderr = proc.communicate(json.dumps(programs), timeout=timeout)
+            marker = [ln for ln in stdout.splitlines() if ln.startswith("@@RESULTS@@")]
+            assert proc.returncode == 0 and marker, stderr[-3000:]
+            outs.append(json.loads(marker[-1][len("@@RESULTS@@"):]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outs
 
 
 def pipeline_nodes(ds) -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.premises._probe import codes, run, run_isolated
+from tests.premises._probe import codes, run, run_isolated, run_isolated_many
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.timeout(300)
@@ -62,8 +62,8 @@ RESULT = [outcome, len(tf.config.list_logical_devices("CPU"))]
 def test_tfl502_device_configuration_after_the_first_tensor_is_rejected():
     bad = CONFIG_502.format(before="warmup = tf.constant([1.0])", after="")
     good = CONFIG_502.format(before="", after="warmup = tf.constant([1.0])")
-    got_bad = run_isolated({"bad": bad})["bad"]["result"]
-    got_good = run_isolated({"good": good})["good"]["result"]
+    got = run_isolated_many([({"bad": bad}, 1), ({"good": good}, 1)])  # one fresh interpreter each
+    got_bad, got_good = got[0]["bad"]["result"], got[1]["good"]["result"]
     assert got_bad[0].startswith("RuntimeError") and got_bad[1] == 1, got_bad  # swallowed: one device
     assert got_good == ["configured", 2]
     assert "TFL502" in codes(bad) and "TFL502" not in codes(good)

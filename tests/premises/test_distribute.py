@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.premises._probe import ROOT, codes, run_isolated
+from tests.premises._probe import ROOT, codes, run_isolated_many
 
 pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.timeout(420)
@@ -95,13 +95,13 @@ GOOD_508 = STEP_508.format(
 
 @pytest.fixture(scope="module")
 def mirrored():
-    out = run_isolated(
-        {"bad505": BAD_505, "good505": GOOD_505, "bad506": BAD_506, "good506": GOOD_506}, logical_cpus=2
-    )
-    # Its own interpreter: collectives launched by the strategies above would share instance
-    # keys with these.
-    out.update(run_isolated({"bad508": BAD_508, "good508": GOOD_508}, logical_cpus=2))
-    return out
+    # TFL508 in its own interpreter: collectives launched by the strategies of the others would
+    # share instance keys with its own.
+    first, second = run_isolated_many([
+        ({"bad505": BAD_505, "good505": GOOD_505, "bad506": BAD_506, "good506": GOOD_506}, 2),
+        ({"bad508": BAD_508, "good508": GOOD_508}, 2),
+    ])
+    return {**first, **second}
 
 
 def test_tfl505_model_built_outside_the_scope_is_not_mirrored(mirrored):
@@ -156,8 +156,8 @@ GOOD_507 = WRITE_507.format(
 )
 
 
-def _two_workers(tmp_path, src: str, name: str) -> list[str]:
-    """Run ``src`` as both workers of a two-worker job; return the event files in LOGDIR."""
+def _start_job(tmp_path, src: str, name: str):
+    """Start ``src`` as both workers of a two-worker job writing under ``tmp_path/name``."""
     from tests.distributed.cluster import base_env, free_ports, tf_config
 
     logdir, scratch = tmp_path / name / "logs", tmp_path / name / "scratch"
@@ -171,19 +171,25 @@ def _two_workers(tmp_path, src: str, name: str) -> list[str]:
                    TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
         procs.append(subprocess.Popen([sys.executable, "-c", src], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    return logdir, procs
+
+
+def _event_files(logdir, procs) -> list[str]:
+    """Wait for the job's workers; the event files they left in ``logdir``."""
     try:
         errs = [p.communicate(timeout=180)[1] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.wait()
     assert all(p.returncode == 0 for p in procs), [e[-1500:] for e in errs]
     return sorted(f for f in os.listdir(logdir) if "tfevents" in f)
 
 
 def test_tfl507_every_worker_writes_the_shared_directory(tmp_path):
-    bad = _two_workers(tmp_path, BAD_507, "bad")
-    good = _two_workers(tmp_path, GOOD_507, "good")
+    jobs = [_start_job(tmp_path, BAD_507, "bad"), _start_job(tmp_path, GOOD_507, "good")]  # side by side
+    bad, good = (_event_files(*job) for job in jobs)
     assert len(bad) == 2, json.dumps(bad)  # two interleaved runs in one TensorBoard directory
     assert len(good) == 1, json.dumps(good)
     assert "TFL507" in codes(BAD_507) and "TFL507" not in codes(GOOD_507)
