@@ -9,7 +9,6 @@ import textwrap
 from tests.rule_harness import run_rules
 from tflint.rules.devices import (
     DeviceConfigAfterInit,
-    SoftDevicePlacement,
     TensorsAccumulatedInLoop,
 )
 
@@ -18,17 +17,17 @@ def lines(src: str, rule) -> list[int]:
     return [f.line for f in run_rules(textwrap.dedent(src), [rule])]
 
 
-def test_tfl501_only_when_enabled():
+def test_tfl501_is_retired_and_never_reported():
+    from tflint.rules import RETIRED, get_rule, resolve, rule_codes
+
     src = """
     import tensorflow as tf
-    from tensorflow import config as tfconfig
     tf.config.set_soft_device_placement(True)
-    tfconfig.set_soft_device_placement(False)
-    tfconfig.set_soft_device_placement(enabled=True)
-    flag = True
-    tf.config.set_soft_device_placement(flag)
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     """
-    assert lines(src, SoftDevicePlacement) == [4, 6]
+    assert "TFL501" in RETIRED and get_rule("TFL501") is None
+    assert "TFL501" not in rule_codes() and "TFL501" not in resolve(select=["TFL5"])
+    assert [f for f in run_rules(textwrap.dedent(src)) if f.code == "TFL501"] == []
 
 
 def test_tfl502_order_within_module_and_function():

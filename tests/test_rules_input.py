@@ -7,6 +7,8 @@ import textwrap
 
 from tests.rule_harness import run_rules
 from tflint.analysis import Analysis
+from tflint.analysis.version import make_target
+from tflint.rules.base import RuleContext
 from tflint.rules.input_pipeline import (
     CacheAfterRandomness,
     DatasetWithoutPrefetch,
@@ -24,6 +26,20 @@ def facts(src: str):
 
 def lines(src: str, rule) -> list[int]:
     return [f.line for f in run_rules(textwrap.dedent(src), [rule])]
+
+
+def run_at(src: str, rules, version: str):
+    """The findings of ``rules`` on ``src`` for code targeting TensorFlow ``version``."""
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    ctx = RuleContext("example.py", src, tree, Analysis(tree, src, make_target(version)))
+    for rule in rules:
+        rule().run(ctx)
+    return sorted(ctx.findings, key=lambda f: f.sort_key())
+
+
+def lines_at(src: str, rule, version: str) -> list[int]:
+    return [f.line for f in run_at(src, [rule], version)]
 
 
 # -- the analysis -------------------------------------------------------------------------
@@ -144,9 +160,11 @@ def test_tfl401_reported_at_consumption_naming_the_build_line():
             model.fit(data, epochs=2)
         """
     )
-    (f,) = run_rules(src, [DatasetWithoutPrefetch])
+    assert run_rules(src, [DatasetWithoutPrefetch]) == []  # TF 2.21 injects the prefetch
+    (f,) = run_at(src, [DatasetWithoutPrefetch], "2.8")
     assert (f.line, f.code) == (10, "TFL401")
     assert "built on line 5" in f.message and "fit()" in f.message
+    assert "TensorFlow 2.8 (the target version) adds no prefetch" in f.message
 
 
 def test_tfl401_prefetch_only_on_one_branch_still_fires_without_fix():
@@ -162,7 +180,7 @@ def test_tfl401_prefetch_only_on_one_branch_still_fires_without_fix():
             pass
         """
     )
-    (f,) = run_rules(src, [DatasetWithoutPrefetch])
+    (f,) = run_at(src, [DatasetWithoutPrefetch], "2.8")
     assert f.line == 8 and f.fix is None
 
 
@@ -179,19 +197,80 @@ def test_tfl401_silent_for_distributed_and_unknown_datasets():
         for x in dataset:
             pass
     """
-    assert lines(src, DatasetWithoutPrefetch) == []
+    assert lines_at(src, DatasetWithoutPrefetch, "2.8") == []
 
 
-def test_tfl401_after_keras_loader_with_extra_map():
+def test_tfl401_never_for_sources_that_prefetch_themselves():
     src = """
+    import tensorflow as tf
     from tensorflow import keras
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
     ds = keras.utils.image_dataset_from_directory("d/")
-    ds = ds.take(100)
+    ds = ds.take(100).with_options(options)
     keras.Model().fit(ds)
     ds2 = keras.utils.image_dataset_from_directory("d/").map(lambda x, y: (x, y), num_parallel_calls=2)
-    keras.Model().fit(ds2)
+    keras.Model().fit(ds2.with_options(options))
+    ds3 = keras.utils.text_dataset_from_directory("t/").with_options(options)
+    keras.Model().fit(ds3)
+    ds4 = tf.data.experimental.make_csv_dataset("a.csv", batch_size=4).with_options(options)
+    for x in ds4:
+        pass
+    ds5 = keras.utils.timeseries_dataset_from_array(data, None, 10).with_options(options)
+    keras.Model().fit(ds5)
     """
-    assert lines(src, DatasetWithoutPrefetch) == [7]
+    assert lines_at(src, DatasetWithoutPrefetch, "2.8") == []
+    assert lines_at(src, DatasetWithoutPrefetch, "2.21") == []
+
+
+def test_tfl401_by_target_version_and_options():
+    src = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(100).batch(4)
+    for x in ds:
+        pass
+    """
+    assert lines_at(src, DatasetWithoutPrefetch, "2.8") == [4]
+    assert lines_at(src, DatasetWithoutPrefetch, "2.9") == []
+    assert lines_at(src, DatasetWithoutPrefetch, "2.21") == []
+    for setting in (
+        "experimental_optimization.inject_prefetch = False",
+        "experimental_optimization.apply_default_optimizations = False",
+        "autotune.enabled = False",
+    ):
+        off = f"""
+        import tensorflow as tf
+        opts = tf.data.Options()
+        opts.{setting}
+        ds = tf.data.Dataset.range(100).batch(4).with_options(opts)
+        for x in ds:
+            pass
+        """
+        (f,) = run_at(off, [DatasetWithoutPrefetch], "2.21")
+        assert f.line == 6 and "options switch off" in f.message, setting
+        assert f.fix is not None
+    for harmless in (
+        "experimental_optimization.inject_prefetch = True",
+        "experimental_optimization.map_parallelization = False",
+        "deterministic = False",
+    ):
+        on = f"""
+        import tensorflow as tf
+        opts = tf.data.Options()
+        opts.{harmless}
+        ds = tf.data.Dataset.range(100).batch(4).with_options(opts)
+        for x in ds:
+            pass
+        """
+        assert lines_at(on, DatasetWithoutPrefetch, "2.21") == [], harmless
+    unknown = """
+    import tensorflow as tf
+    def make(opts):
+        return tf.data.Dataset.range(100).batch(4).with_options(opts)
+    for x in make(get_options()):
+        pass
+    """
+    assert lines_at(unknown, DatasetWithoutPrefetch, "2.21") == []
 
 
 # -- TFL402 ---------------------------------------------------------------------------------
@@ -201,13 +280,78 @@ def test_tfl402_reported_on_the_map_line_of_a_chain():
     import tensorflow as tf
     ds = (
         tf.data.Dataset.range(10)
-        .map(lambda x: x)
+        .map(lambda x: x + tf.random.uniform([], dtype=tf.int64, maxval=3))
         .map(lambda x: x, 2)
         .map(lambda x: x, num_parallel_calls=None)
         .map(lambda x: x, **opts)
+        .map(lambda x: x)
     )
     """
     assert lines(src, MapWithoutParallelCalls) == [5]
+    assert lines_at(src, MapWithoutParallelCalls, "2.5") == [5, 9]
+
+
+def test_tfl402_only_stateful_functions_or_parallelization_off():
+    stateful = {
+        "tf.random.uniform([])": True,
+        "tf.image.random_flip_left_right(x)": True,
+        "tf.py_function(f, [x], tf.float32)": True,
+        "tf.numpy_function(f, [x], tf.float32)": True,
+        "tf.numpy_function(f, [x], tf.float32, stateful=False)": False,
+        "tf.print(x)": True,
+        "tf.nn.dropout(x, 0.5)": True,
+        "tf.random.stateless_uniform([], seed=[1, 2])": False,
+        "tf.image.stateless_random_flip_left_right(x, seed=[1, 2])": False,
+        "tf.image.resize(x, [8, 8])": False,
+        "counter + x": True,
+        "table.lookup(x)": True,
+        "flip(x)": True,
+        "norm(x)": True,
+        "scale(x)": False,
+    }
+    for expr, fires in stateful.items():
+        src = f"""
+        import tensorflow as tf
+        from tensorflow import keras
+        counter = tf.Variable(0.0)
+        table = tf.lookup.StaticHashTable(init, -1)
+        flip = keras.layers.RandomFlip()
+        norm = keras.layers.Normalization()
+        scale = keras.layers.Rescaling(1 / 255)
+
+        def helper(x):
+            return {expr}
+
+        def fn(x):
+            return helper(x)
+
+        ds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3])).map(fn)
+        """
+        got = run_at(src, [MapWithoutParallelCalls], "2.21")
+        assert bool(got) == fires, expr
+        if fires:
+            assert "stateful" in got[0].message and got[0].fix is not None, expr
+
+
+def test_tfl402_map_parallelization_switched_off_upstream_or_downstream():
+    for setting in ("map_parallelization", "apply_default_optimizations"):
+        src = f"""
+        import tensorflow as tf
+        o = tf.data.Options()
+        o.experimental_optimization.{setting} = False
+        ds = tf.data.Dataset.range(10).map(lambda x: x * 2)
+        ds = ds.batch(2).with_options(o)
+        ds2 = tf.data.Dataset.range(10).with_options(o).map(lambda x: x + 1)
+        """
+        (a, b) = run_at(src, [MapWithoutParallelCalls], "2.21")
+        assert (a.line, b.line) == (5, 7) and "switch off" in a.message
+    src = """
+    import tensorflow as tf
+    o = tf.data.Options()
+    o.experimental_optimization.inject_prefetch = False
+    ds = tf.data.Dataset.range(10).map(lambda x: x * 2).with_options(o)
+    """
+    assert lines_at(src, MapWithoutParallelCalls, "2.21") == []
 
 
 def test_tfl402_ignores_non_datasets():
@@ -324,7 +468,7 @@ def test_datasets_passed_to_functions_and_stored_on_self_are_followed():
         """
     )
     # train_loop gets one prefetched and one plain dataset: not reported (either may be meant).
-    found = run_rules(src, [DatasetWithoutPrefetch])
+    found = run_at(src, [DatasetWithoutPrefetch], "2.8")
     assert [(f.line, "line 10" in f.message) for f in found] == [(13, True)]
 
 
@@ -338,4 +482,26 @@ def test_dataset_parameter_from_the_only_call_site():
 
     loop(tf.data.Dataset.range(10).batch(2))
     """
-    assert lines(src, DatasetWithoutPrefetch) == [5]
+    assert lines_at(src, DatasetWithoutPrefetch, "2.8") == [5]
+
+
+def test_tfl401_module_level_options_applied_in_a_function():
+    src = """
+    import tensorflow as tf
+
+    OPTIONS = tf.data.Options()
+    OPTIONS.experimental_optimization.inject_prefetch = False
+
+    def make():
+        return tf.data.Dataset.range(8).batch(2).with_options(OPTIONS)
+
+    def local():
+        OPTIONS = tf.data.Options()
+        return tf.data.Dataset.range(8).batch(2).with_options(OPTIONS)
+
+    for x in make():
+        pass
+    for x in local():
+        pass
+    """
+    assert lines_at(src, DatasetWithoutPrefetch, "2.21") == [14]

@@ -10,6 +10,8 @@ attribute so a rule set that does not need dataset chains never pays for them:
 - ``datasets`` — tf.data chains across statements (:mod:`tflint.analysis.datasets`)
 - ``loops``    — training loops (:mod:`tflint.analysis.loops`)
 - ``strategies`` — tf.distribute strategies and their scopes (:mod:`tflint.analysis.strategies`)
+- ``target``   — the TensorFlow/Keras version the code targets (:mod:`tflint.analysis.version`;
+  the newest supported one unless the engine is given another)
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ _MISSING = object()
 
 
 class Analysis:
-    def __init__(self, tree: ast.Module, source: str = "") -> None:
+    def __init__(self, tree: ast.Module, source: str = "", target: Any = None) -> None:
         self.tree = tree
         self.source = source
+        if target is None:
+            from tflint.analysis.version import DEFAULT as target
+        self.target = target
 
     @cached_property
     def imports(self) -> ImportMap:

@@ -19,7 +19,28 @@ Facts offered to rules:
   ``validation_data=``);
 - ``map_functions(call)`` — the function nodes a ``Dataset.map(...)`` call runs;
 - ``method_position(call)`` — where the method name of ``recv.method(...)`` starts, so a finding
-  on a multi-line chain points at its own line.
+  on a multi-line chain points at its own line;
+- ``options_off(chain)`` — which of tf.data's automatic optimizations (``inject_prefetch``,
+  ``map_parallelization``) the ``tf.data.Options`` applied with ``with_options`` switch off;
+- ``stateful_op(call)`` — the first operation that makes a ``map`` function *stateful* in
+  tf.data's sense (random ops, ``py_function``, variable and lookup-table reads...), which
+  keeps tf.data from running it in parallel on its own.
+
+What TensorFlow 2.21 does with a pipeline, read in its source and measured in
+``tests/premises/test_input_pipeline.py`` (the node kinds of the pipeline tf.data really runs):
+
+- the ``inject_prefetch`` optimization (default on; ``OptimizationOptions.inject_prefetch``)
+  appends a ``prefetch`` when the last step is synchronous; it is off when the pipeline's
+  options set ``experimental_optimization.inject_prefetch = False``,
+  ``experimental_optimization.apply_default_optimizations = False`` or
+  ``autotune.enabled = False``;
+- the ``map_parallelization`` optimization (default on) turns a ``map`` whose function is
+  stateless into a parallel map (order kept); a stateful function stays sequential; it is off
+  with ``experimental_optimization.map_parallelization = False`` or
+  ``apply_default_optimizations = False``;
+- ``image_dataset_from_directory``, ``text_dataset_from_directory``,
+  ``timeseries_dataset_from_array`` and ``make_csv_dataset`` end with their own ``prefetch``
+  even when injection is off.
 """
 
 from __future__ import annotations
@@ -69,6 +90,71 @@ _PREFETCHING_ROOTS = frozenset(
         "tensorflow_datasets.load",
     }
 )
+# Options settings (path below ``tf.data.Options()``) that, set to False, switch off an
+# automatic optimization; see the module docstring.
+OPTIONS_OFF: dict[str, frozenset[str]] = {
+    "experimental_optimization.inject_prefetch": frozenset({"inject_prefetch"}),
+    "experimental_optimization.map_parallelization": frozenset({"map_parallelization"}),
+    "experimental_optimization.apply_default_optimizations": frozenset({"inject_prefetch", "map_parallelization"}),
+    "autotune.enabled": frozenset({"inject_prefetch"}),
+    "experimental_optimization.autotune": frozenset({"inject_prefetch"}),
+}
+_OPTIONS_CTORS = frozenset({"tensorflow.data.Options", "tensorflow.compat.v1.data.Options"})
+
+# Operations that make a tf.data function stateful (tf.data then does not parallelize it).
+_STATEFUL_PREFIXES = (
+    "tensorflow.random.",
+    "tensorflow.image.random_",
+    "tensorflow.compat.v1.random_",
+    "tensorflow.compat.v1.image.random_",
+    "tensorflow.summary.",
+    "keras.random.",
+)
+_NOT_STATEFUL_PREFIXES = (
+    "tensorflow.random.stateless_",
+    "tensorflow.random.experimental.stateless_",
+    "tensorflow.random.set_seed",
+    "tensorflow.random.experimental.index_shuffle",
+    "tensorflow.random.experimental.create_rng_state",
+    "keras.random.SeedGenerator",
+)
+_STATEFUL_NAMES = frozenset(
+    {
+        "tensorflow.py_function",
+        "tensorflow.compat.v1.py_func",
+        "tensorflow.compat.v1.py_function",
+        "tensorflow.numpy_function",
+        "tensorflow.compat.v1.numpy_function",
+        "tensorflow.experimental.numpy_function",
+        "tensorflow.print",
+        "tensorflow.nn.dropout",
+        "tensorflow.random_uniform",
+        "tensorflow.random_normal",
+        "tensorflow.Variable",
+    }
+)
+# Module values whose use in a function reads variables or lookup tables (stateful).
+_STATEFUL_VALUE_PREFIXES = (
+    "tensorflow.Variable",
+    "tensorflow.lookup.",
+    "tensorflow.random.Generator",
+    "keras.layers.StringLookup",
+    "keras.layers.IntegerLookup",
+    "keras.layers.TextVectorization",
+    "keras.layers.Normalization",
+    "keras.layers.Random",
+    "keras.layers.experimental.preprocessing.Random",
+    "keras.layers.experimental.preprocessing.StringLookup",
+    "keras.layers.experimental.preprocessing.IntegerLookup",
+    "keras.layers.experimental.preprocessing.TextVectorization",
+    "keras.layers.experimental.preprocessing.Normalization",
+    "keras.Sequential",
+    "keras.models.Sequential",
+    "keras.Model",
+    "keras.models.load_model",
+    "keras.applications.",
+)
+
 # Methods of ``tf.data.Dataset`` that return another dataset.
 DATASET_METHODS = frozenset(
     {
@@ -333,6 +419,148 @@ class DatasetFacts:
             line += 1
             col = 0
         return func.lineno, func.col_offset
+
+    def options_off(self, chain: Chain) -> frozenset[str]:
+        """The automatic optimizations (``"inject_prefetch"``, ``"map_parallelization"``) that
+        the options applied to ``chain`` with ``with_options`` switch off. Options the module
+        does not show (a parameter, a call's result) switch off nothing."""
+        off: set[str] = set()
+        for s in chain.steps:
+            if s.method != "with_options":
+                continue
+            arg = s.node.args[0] if s.node.args else next(
+                (k.value for k in s.node.keywords if k.arg == "options"), None
+            )
+            if isinstance(arg, ast.Name):
+                for path, value in self._options_settings(arg.id, s.node):
+                    if value is False and path in OPTIONS_OFF:
+                        off |= OPTIONS_OFF[path]
+        return frozenset(off)
+
+    def options_off_at(self, call: ast.Call) -> frozenset[str]:
+        """What the options of every pipeline that runs the dataset method call ``call``
+        switch off (options apply to the whole pipeline, upstream steps included)."""
+        self._ensure()
+        off: set[str] = set()
+        t = self._transform_by_node.get(call)
+        if t is not None:
+            for c in t.receiver:
+                off |= self.options_off(c)
+        for w in self._transformations:
+            if w.method == "with_options" and any(any(s.node is call for s in c.steps) for c in w.receiver):
+                for c in w.receiver:
+                    off |= self.options_off(c.extend("with_options", w.node))
+        return frozenset(off)
+
+    def _options_settings(self, name: str, at: ast.AST) -> list[tuple[str, object]]:
+        """``(path, constant)`` for each ``name.a.b = constant`` in the scope of ``at`` where
+        ``name`` is bound to ``tf.data.Options()`` (or a dataset's ``.options()``)."""
+        scope = self.a.enclosing_function(at)
+        if scope is not None:
+            got = self._options_settings_in(name, scope)
+            if got is not None:
+                return got
+        return self._options_settings_in(name, self.a.tree) or []
+
+    def _options_settings_in(self, name: str, scope: ast.AST) -> list[tuple[str, object]] | None:
+        """The settings of ``name`` in ``scope`` (its own statements, not nested functions);
+        ``None`` when ``scope`` does not bind ``name`` to options."""
+        memo = self.__dict__.setdefault("_options_memo", {})
+        key = (id(scope), name)
+        if key in memo:
+            return memo[key]
+        bound = False
+        settings: list[tuple[str, object]] = []
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Assign) or self.a.enclosing_function(node) is not (
+                scope if scope is not self.a.tree else None
+            ):
+                continue
+            for t in node.targets:
+                if isinstance(t, ast.Name) and t.id == name and isinstance(node.value, ast.Call):
+                    f = node.value.func
+                    if self.a.call_name(node.value) in _OPTIONS_CTORS or (
+                        isinstance(f, ast.Attribute) and f.attr == "options"
+                    ):
+                        bound = True
+                elif isinstance(t, ast.Attribute):
+                    parts = []
+                    e: ast.AST = t
+                    while isinstance(e, ast.Attribute):
+                        parts.append(e.attr)
+                        e = e.value
+                    if isinstance(e, ast.Name) and e.id == name and isinstance(node.value, ast.Constant):
+                        settings.append((".".join(reversed(parts)), node.value.value))
+        memo[key] = settings if bound else None
+        return memo[key]
+
+    def stateful_op(self, call: ast.Call) -> ast.AST | None:
+        """The first operation that makes the function of ``Dataset.map`` call ``call``
+        stateful (in it, or in the module's functions it calls); ``None`` when none is seen."""
+        memo = self.__dict__.setdefault("_stateful_memo", {})
+        if call in memo:
+            return memo[call]
+        found = None
+        for f in functions_run_by(self, self.map_functions(call)):
+            found = self._stateful_in(f)
+            if found is not None:
+                break
+        memo[call] = found
+        return found
+
+    def _stateful_in(self, func: ast.AST) -> ast.AST | None:
+        a = self.a
+        values = self._stateful_values()
+        body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
+        stack = list(reversed(body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Call):
+                q = a.call_name(node)
+                if q and not q.startswith(_NOT_STATEFUL_PREFIXES):
+                    if q in _STATEFUL_NAMES:
+                        stateless = q.endswith("numpy_function") and any(
+                            k.arg == "stateful" and isinstance(k.value, ast.Constant) and k.value.value is False
+                            for k in node.keywords
+                        )
+                        if not stateless:
+                            return node
+                    elif q.startswith(_STATEFUL_PREFIXES) or q.startswith(_STATEFUL_VALUE_PREFIXES):
+                        return node
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in values:
+                return node
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and "self." + node.attr in values
+            ):
+                return node
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        return None
+
+    def _stateful_values(self) -> dict[str, ast.AST]:
+        """Names (and ``self.attr``) assigned a variable, a lookup table, a random generator or
+        a Keras model/layer that reads variables: using them in a function reads state."""
+        got = self.__dict__.get("_stateful_values_memo")
+        if got is None:
+            got = {}
+            for node in self.a.nodes(ast.Assign):
+                value = node.value
+                if not isinstance(value, ast.Call):
+                    continue
+                q = self.a.call_name(value)
+                if not q or not q.startswith(_STATEFUL_VALUE_PREFIXES) or q.startswith(_NOT_STATEFUL_PREFIXES):
+                    continue
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        got.setdefault(t.id, node)
+                    elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        got.setdefault("self." + t.attr, node)
+            self.__dict__["_stateful_values_memo"] = got
+        return got
 
     # -- analysis ------------------------------------------------------------------------
     def _ensure(self) -> None:

@@ -1,6 +1,7 @@
 """A content-addressed cache of each file's findings.
 
-An entry is keyed by a hash of the file's path and bytes and of the rule codes enabled for it;
+An entry is keyed by a hash of the file's path and bytes, of the rule codes enabled for it and
+of the TensorFlow version it targets;
 the cache file itself is specific to the tflint version and to the exact code that produces
 findings (a hash of the engine's, rules' and analysis's sources), so upgrading or editing
 tflint starts afresh (and the caches of other builds are deleted). The cache
@@ -55,11 +56,16 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def file_key(path: str, raw: bytes, enabled: frozenset[str]) -> str:
+def file_key(path: str, raw: bytes, enabled: frozenset[str], target: object = None) -> str:
+    """``target``: the file's TargetVersion (``None``: the default one)."""
+    if target is None:
+        from tflint.analysis.version import DEFAULT as target
     h = hashlib.blake2b(digest_size=20)
     h.update(path.encode("utf-8", "surrogateescape"))
     h.update(b"\0")
     h.update(",".join(sorted(enabled)).encode())
+    h.update(b"\0")
+    h.update(target.key().encode())
     h.update(b"\0")
     h.update(raw)
     return h.hexdigest()

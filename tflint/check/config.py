@@ -13,6 +13,13 @@ Keys::
     exclude = ["generated/"]     # replaces the default excludes
     extend-exclude = ["legacy"]  # adds to them
     cache-dir = ".tflint_cache"
+    target-version = "2.16"      # the TensorFlow version the code targets (see below)
+
+``target-version`` (``--target-version``) accepts ``"2.16"``, ``"2.16.1"`` or ``"tf2.16"``,
+from 2.0 to the newest supported version (:data:`tflint.analysis.version.NEWEST`). Unset, it
+is read from the dependency declarations (``pyproject.toml``, ``requirements*.txt``) closest
+above each checked file, else from the installed TensorFlow's metadata, else the
+newest supported version (:mod:`tflint.analysis.version`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from tflint.check.discover import DEFAULT_EXCLUDE, PathPatterns, glob_to_regex
 CONFIG_NAMES = ("tflint.toml", "pyproject.toml")
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "cache-dir")
+KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "cache-dir", "target-version")
 
 
 class ConfigError(Exception):
@@ -44,6 +51,7 @@ class Config:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     cache_dir: str | None = None
+    target_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,17 +63,23 @@ class Overrides:
     extend_select: tuple[str, ...] = ()
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
+    target_version: str | None = None
 
 
 def _where(path: str, in_pyproject: bool) -> str:
     return f"{path}: [tool.tflint]" if in_pyproject else path
 
 
-def _check_codes(where: str, key: str, codes: list[str]) -> None:
-    from tflint.rules import is_valid_selector
+def _check_codes(where: str, key: str, codes: list[str], ignoring: bool = False) -> None:
+    from tflint.rules import is_valid_selector, retired
 
     for c in codes:
         if not is_valid_selector(c):
+            why = retired(c)
+            if why is not None:
+                if ignoring:
+                    continue  # ignoring a removed rule is harmless
+                raise ConfigError(f"{where}: key '{key}': {why}")
             raise ConfigError(
                 f"{where}: key '{key}': unknown rule code or prefix {c!r} "
                 "(expected codes like 'TFL101' or prefixes like 'TFL1'; see `tflint rules`)"
@@ -95,7 +109,7 @@ def parse_table(table: dict, path: str, in_pyproject: bool) -> Config:
             values[key] = _str_list(where, key, table[key])
     for key in ("select", "ignore", "extend-select"):
         if key in values:
-            _check_codes(where, key, list(values[key]))  # type: ignore[arg-type]
+            _check_codes(where, key, list(values[key]), ignoring=key == "ignore")  # type: ignore[arg-type]
     pfi: list[tuple[str, tuple[str, ...]]] = []
     if "per-file-ignores" in table:
         raw = table["per-file-ignores"]
@@ -107,7 +121,7 @@ def parse_table(table: dict, path: str, in_pyproject: bool) -> Config:
         for pattern, codes in raw.items():
             key = f"per-file-ignores.{pattern!r}"
             codes_t = _str_list(where, key, codes)
-            _check_codes(where, key, list(codes_t))
+            _check_codes(where, key, list(codes_t), ignoring=True)
             pfi.append((pattern, codes_t))
     cache_dir = None
     if "cache-dir" in table:
@@ -117,6 +131,16 @@ def parse_table(table: dict, path: str, in_pyproject: bool) -> Config:
                 f"{where}: key 'cache-dir' must be a non-empty string, got {type(cd).__name__}: {cd!r}"
             )
         cache_dir = os.path.normpath(os.path.join(root, os.path.expanduser(cd)))
+    target_version = None
+    if "target-version" in table:
+        from tflint.analysis.version import parse_version
+
+        tv = table["target-version"]
+        try:
+            parse_version(tv)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: key 'target-version': {exc}") from None
+        target_version = tv
     return Config(
         path=path,
         root=root,
@@ -127,6 +151,7 @@ def parse_table(table: dict, path: str, in_pyproject: bool) -> Config:
         exclude=values.get("exclude"),  # type: ignore[arg-type]
         extend_exclude=values.get("extend-exclude", ()),  # type: ignore[arg-type]
         cache_dir=cache_dir,
+        target_version=target_version,
     )
 
 
@@ -203,8 +228,9 @@ def _split_codes(values: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def _expand(codes: list[str]) -> frozenset[str]:
-    from tflint.rules import resolve
+    from tflint.rules import resolve, retired
 
+    codes = [c for c in codes if retired(c) is None]  # removed rules select nothing
     return resolve(select=codes) if codes else frozenset()
 
 
@@ -217,6 +243,17 @@ class Settings:
     per_file_ignores: list[tuple[re.Pattern, bool, frozenset[str]]] = field(default_factory=list)
     exclude: PathPatterns | None = None
     cli_exclude: PathPatterns | None = None
+    target: object = None  # TargetVersion (tflint.analysis.version) when set explicitly
+    explicit_target: bool = False
+
+    def target_for(self, abspath: str):
+        """The TensorFlow version ``abspath`` targets: the configured/command-line one, else
+        what the dependency declarations closest to the file say (see ``analysis.version``)."""
+        if self.explicit_target:
+            return self.target
+        from tflint.analysis import version
+
+        return version.resolve(None, os.path.dirname(abspath))
 
     def enabled_for(self, abspath: str) -> frozenset[str]:
         if not self.per_file_ignores:
@@ -281,9 +318,15 @@ def make_settings(config: Config, overrides: Overrides, cwd: str | None = None) 
             )
         else:
             cli_exclude = PathPatterns(cwd, tuple(_split_codes(overrides.extend_exclude)))
+    from tflint.analysis import version
+
+    explicit = overrides.target_version or config.target_version
+    target = version.make_target(explicit) if explicit else None
     return Settings(
         config=config,
         enabled=frozenset(enabled),
+        target=target,
+        explicit_target=bool(explicit),
         per_file_ignores=pfi,
         exclude=exclude or None,
         cli_exclude=cli_exclude or None,

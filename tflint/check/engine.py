@@ -68,12 +68,12 @@ def parse_error(path: str, reason: str, line: int = 1, col: int = 0, cell: int |
 _rule_instances: dict[str, object] = {}
 
 
-def _rules_for(enabled: frozenset[str]) -> list:
+def _rules_for(enabled: frozenset[str], tensorflow: tuple[int, int]) -> list:
     from tflint.rules import all_rules
 
     out = []
     for cls in all_rules():
-        if cls.code in enabled and cls.code != PARSE_ERROR_CODE:
+        if cls.code in enabled and cls.code != PARSE_ERROR_CODE and cls.applies_to(tensorflow):
             inst = _rule_instances.get(cls.code)
             if inst is None:
                 inst = _rule_instances[cls.code] = cls()
@@ -192,10 +192,13 @@ def lint_text(
     enabled: frozenset[str],
     notebook: NotebookMap | None = None,
     rules: list | None = None,
+    target=None,
 ) -> FileResult:
     """Check Python ``text`` (for notebooks: the concatenated code cells).
 
     ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
+    ``target``: the :class:`tflint.analysis.version.TargetVersion` the code targets (default:
+    the newest supported); rules that do not apply to it are not run.
     """
     result = FileResult(path)
     try:
@@ -210,10 +213,12 @@ def lint_text(
         return result
     if not enabled or not may_use_tensorflow(text):
         return result
+    if target is None:
+        from tflint.analysis.version import DEFAULT as target
     if rules is None:
-        rules = _rules_for(enabled)
+        rules = _rules_for(enabled, target.tensorflow)
     else:
-        rules = [r for r in rules if r.code in enabled]
+        rules = [r for r in rules if r.code in enabled and r.applies_to(target.tensorflow)]
     if not rules:
         return result
     from tflint.analysis import Analysis
@@ -224,7 +229,7 @@ def lint_text(
         found: list[Finding] = []
         failures: list[str] = []
         try:
-            analysis = Analysis(tree, text)
+            analysis = Analysis(tree, text, target)
         except RecursionError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run
@@ -265,8 +270,10 @@ def lint_text(
     return result
 
 
-def lint_bytes(path: str, raw: bytes, enabled: frozenset[str], rules: list | None = None) -> FileResult:
-    """Check a file's content ``raw`` as read from ``path``."""
+def lint_bytes(
+    path: str, raw: bytes, enabled: frozenset[str], rules: list | None = None, target=None
+) -> FileResult:
+    """Check a file's content ``raw`` as read from ``path`` (``target``: see :func:`lint_text`)."""
     try:
         src = decode(path, raw)
     except SourceError as exc:
@@ -274,11 +281,11 @@ def lint_bytes(path: str, raw: bytes, enabled: frozenset[str], rules: list | Non
         if PARSE_ERROR_CODE in enabled:
             result.findings.append(parse_error(path, exc.reason, exc.line, exc.col, exc.cell))
         return result
-    return lint_text(path, src.text, enabled, src.notebook, rules)
+    return lint_text(path, src.text, enabled, src.notebook, rules, target)
 
 
-# One unit of work: (display path, content, enabled codes).
-Task = tuple[str, bytes, frozenset]
+# One unit of work: (display path, content, enabled codes[, TargetVersion]).
+Task = tuple
 
 
 def _lint_chunk(chunk: list[Task]) -> list[FileResult]:
@@ -291,11 +298,13 @@ def _lint_chunk(chunk: list[Task]) -> list[FileResult]:
     import gc
 
     results = []
-    for path, raw, enabled in chunk:
+    for task in chunk:
+        path, raw, enabled = task[:3]
+        target = task[3] if len(task) > 3 else None
         paused = gc.isenabled()
         gc.disable()
         try:
-            results.append(lint_bytes(path, raw, enabled))
+            results.append(lint_bytes(path, raw, enabled, target=target))
         finally:
             if paused:
                 gc.enable()

@@ -190,24 +190,26 @@ def write_preserving_mode(path: str, data: bytes) -> None:
 
 
 def fix_file(
-    path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = False, rules: list | None = None
+    path: str, raw: bytes, enabled: frozenset[str], unsafe: bool = False, rules: list | None = None,
+    target=None,
 ) -> FixOutcome:
     """Fix ``raw`` (the content of ``path``) as far as the fixes go; nothing is written here.
 
-    ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
+    ``rules``: the rule instances to run (default: the registered rules in ``enabled``);
+    ``target``: the TensorFlow version the code targets (see ``engine.lint_text``).
     """
     from tflint.check.engine import lint_text
     from tflint.check.source import is_notebook_path
 
     outcome = FixOutcome(path, raw)
     if is_notebook_path(path):
-        return _fix_notebook(outcome, raw, enabled, unsafe, rules)
+        return _fix_notebook(outcome, raw, enabled, unsafe, rules, target)
     try:
         src = decode(path, raw)
     except SourceError:
         return outcome
     text = original = src.text
-    result = lint_text(path, text, enabled, rules=rules)
+    result = lint_text(path, text, enabled, rules=rules, target=target)
     outcome.errors.extend(result.errors)
     fixed = 0
     for _ in range(MAX_PASSES):
@@ -227,7 +229,7 @@ def fix_file(
             return outcome
         text = new_text
         fixed += n
-        result = lint_text(path, text, enabled, rules=rules)
+        result = lint_text(path, text, enabled, rules=rules, target=target)
         outcome.errors.extend(e for e in result.errors if e not in outcome.errors)
     outcome.findings = result.findings
     if text == original:
@@ -265,7 +267,8 @@ def _dump_notebook(doc: dict, indent: int) -> bytes:
 
 
 def _fix_notebook(
-    outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool, rules: list | None
+    outcome: FixOutcome, raw: bytes, enabled: frozenset[str], unsafe: bool, rules: list | None,
+    target=None,
 ) -> FixOutcome:
     """Fix the code cells of a notebook: edits must stay within one cell and off IPython lines."""
 
@@ -293,7 +296,7 @@ def _fix_notebook(
     indent = _json_indent(raw)
     text = src.text
     fixed = 0
-    result = lint_text(outcome.path, text, enabled, rules=rules)
+    result = lint_text(outcome.path, text, enabled, rules=rules, target=target)
     for _ in range(MAX_PASSES):
         fixes = []
         for fx in _applicable(result.findings, unsafe):
@@ -341,11 +344,11 @@ def _fix_notebook(
         nb = new_src.notebook
         doc = new_src.document
         text = new_src.text
-        result = lint_text(outcome.path, text, enabled, rules=rules)
+        result = lint_text(outcome.path, text, enabled, rules=rules, target=target)
     if not fixed or cell_texts == original_cells:
         from tflint.check.engine import lint_bytes
 
-        outcome.findings = lint_bytes(outcome.path, raw, enabled, rules).findings
+        outcome.findings = lint_bytes(outcome.path, raw, enabled, rules, target).findings
         return outcome
     problem = parses(text)
     if problem:
@@ -356,7 +359,7 @@ def _fix_notebook(
     new_raw = _dump_notebook(doc, indent)
     outcome.new_raw = new_raw
     outcome.fixed = fixed
-    outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules).findings
+    outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules, target).findings
     outcome.old_text = raw.decode("utf-8-sig", "replace")
     outcome.new_text = new_raw.decode("utf-8")
     return outcome

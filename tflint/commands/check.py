@@ -65,6 +65,9 @@ def build_parser():
             p.add_argument("-q", flag, action="store_true", help=text)
         else:
             p.add_argument(flag, action="store_true", help=text)
+    p.add_argument("--target-version", metavar="VERSION",
+                   help="The TensorFlow version the code targets, e.g. 2.16 or tf2.16 (default: "
+                        "from the project's dependencies, else the installed TensorFlow, else the newest supported).")
     p.add_argument("--stdin-filename", metavar="PATH",
                    help="The name of the file read from stdin (for messages and configuration).")
     return p
@@ -94,6 +97,7 @@ def main(argv: list[str]) -> int:
             diff=args.diff,
             unsafe_fixes=args.unsafe_fixes,
             stdin_filename=args.stdin_filename,
+            target_version=args.target_version,
         )
         return run_check(options)
     except UsageError as exc:
@@ -131,6 +135,7 @@ class CheckOptions:
         self.diff: bool = kw.pop("diff", False)
         self.unsafe_fixes: bool = kw.pop("unsafe_fixes", False)
         self.stdin_filename: str | None = kw.pop("stdin_filename", None)
+        self.target_version: str | None = kw.pop("target_version", None)
         if kw:  # pragma: no cover - programming error
             raise TypeError(f"unknown options: {sorted(kw)}")
 
@@ -150,12 +155,17 @@ def _lines(text: str) -> list[str]:
 
 
 def _validate_codes(flag: str, values: tuple[str, ...] | None) -> None:
-    from tflint.rules import is_valid_selector
+    from tflint.rules import is_valid_selector, retired
 
     for v in values or ():
         for code in v.split(","):
             code = code.strip()
             if code and not is_valid_selector(code):
+                why = retired(code)
+                if why is not None:
+                    if flag == "--ignore":
+                        continue  # ignoring a removed rule is harmless
+                    raise UsageError(f"{flag}: {why}")
                 raise UsageError(
                     f"{flag}: unknown rule code or prefix {code!r} (see `tflint rules` for the codes)"
                 )
@@ -175,6 +185,13 @@ def run_check(opts: CheckOptions) -> int:
     _validate_codes("--select", opts.select)
     _validate_codes("--ignore", opts.ignore)
     _validate_codes("--extend-select", opts.extend_select)
+    if opts.target_version is not None:
+        from tflint.analysis.version import parse_version
+
+        try:
+            parse_version(opts.target_version)
+        except ValueError as exc:
+            raise UsageError(f"--target-version: {exc}") from None
     stdin_mode = "-" in opts.paths
     if stdin_mode and len(opts.paths) > 1:
         raise UsageError("'-' (stdin) cannot be combined with other paths")
@@ -188,6 +205,7 @@ def run_check(opts: CheckOptions) -> int:
         extend_select=opts.extend_select,
         exclude=opts.exclude,
         extend_exclude=opts.extend_exclude,
+        target_version=opts.target_version,
     )
     finder = ConfigFinder(cwd)
     settings_memo: dict[int, object] = {}
@@ -224,10 +242,13 @@ def run_check(opts: CheckOptions) -> int:
     raws: dict[str, bytes] = {}
     tasks = []
     keys: dict[str, str] = {}
+    targets: dict[str, object] = {}
     try:
         for abspath in files:
             disp = _display_path(abspath, cwd)
-            enabled = settings_for_dir(os.path.dirname(abspath)).enabled_for(abspath)
+            settings = settings_for_dir(os.path.dirname(abspath))
+            enabled = settings.enabled_for(abspath)
+            target = targets[disp] = settings.target_for(abspath)
             try:
                 raw = _read_regular_file(abspath)
             except OSError as exc:
@@ -240,12 +261,12 @@ def run_check(opts: CheckOptions) -> int:
             if cache is not None:
                 from tflint.check.cache import file_key
 
-                key = keys[disp] = file_key(disp, raw, enabled)
+                key = keys[disp] = file_key(disp, raw, enabled, target)
                 hit = cache.get(key, disp)
                 if hit is not None:
                     results[disp] = FileResult(disp, hit)
                     continue
-            tasks.append((disp, raw, enabled))
+            tasks.append((disp, raw, enabled, target))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -272,7 +293,7 @@ def run_check(opts: CheckOptions) -> int:
         diffs: list[str] = []
         for disp in sorted(fixable):
             enabled = settings_for_dir(os.path.dirname(os.path.abspath(disp))).enabled_for(os.path.abspath(disp))
-            outcome = fix_file(disp, raws[disp], enabled, unsafe=opts.unsafe_fixes)
+            outcome = fix_file(disp, raws[disp], enabled, unsafe=opts.unsafe_fixes, target=targets.get(disp))
             errors.extend(outcome.errors)
             if outcome.problem:
                 sys.stderr.write(f"warning: {disp}: {outcome.problem}; file left unchanged\n")
@@ -539,15 +560,17 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
     else:
         abspath = os.path.join(cwd, "-")
         disp = name
-    enabled = settings_for_dir(os.path.dirname(abspath)).enabled_for(abspath)
-    res = lint_bytes(disp, raw, enabled)
+    settings = settings_for_dir(os.path.dirname(abspath))
+    enabled = settings.enabled_for(abspath)
+    target = settings.target_for(abspath)
+    res = lint_bytes(disp, raw, enabled, target=target)
     findings = res.findings
     errors = list(res.errors)
     raws = {disp: raw}
     if opts.fix or opts.diff:
         from tflint.check.fix import fix_file
 
-        outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes)
+        outcome = fix_file(disp, raw, enabled, unsafe=opts.unsafe_fixes, target=target)
         errors.extend(outcome.errors)
         if outcome.problem:
             sys.stderr.write(f"warning: {disp}: {outcome.problem}; input left unchanged\n")

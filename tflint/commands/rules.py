@@ -65,6 +65,9 @@ def register(app: typer.Typer) -> None:
             raise _fail("missing rule CODE (e.g. `tflint rule TFL101`; `tflint rules` lists them)")
         wanted = code.strip().upper()
         rule = next((r for r in rules if r.code == wanted), None)
+        if rule is None and ruledoc.retired_text(wanted) is not None:
+            _emit(ruledoc.retired_text(wanted))  # a removed rule: say why
+            return
         if rule is None:
             raise _fail(f"unknown rule code {code!r} (run `tflint rules` to list them)")
         _emit(ruledoc.rule_json(rule) if fmt == "json" else ruledoc.rule_text(rule))

@@ -16,6 +16,26 @@ from tflint.rules.base import Rule
 
 _CODE_RE = re.compile(r"^TFL\d{1,3}$")
 
+# Codes of rules that were removed: reserved, never reused. Selecting one is a usage error
+# that says why it went; ignoring one (or a `# noqa` naming it) is harmless.
+RETIRED: dict[str, tuple[str, str]] = {
+    "TFL501": (
+        "soft-device-placement",
+        "soft device placement is already on by default in TensorFlow 2 "
+        "(`tf.config.get_soft_device_placement()` is True), so "
+        "`set_soft_device_placement(True)` changes nothing",
+    ),
+}
+
+
+def retired(selector: str) -> str | None:
+    """A one-line explanation when ``selector`` names a removed rule exactly; else ``None``."""
+    code = selector.strip().upper()
+    if code in RETIRED:
+        name, why = RETIRED[code]
+        return f"rule {code} ({name}) was removed: {why}"
+    return None
+
 
 @lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
@@ -66,18 +86,23 @@ def resolve(
     """The set of enabled codes. Raise ``ValueError`` naming the first unknown selector."""
     codes = rule_codes()
 
-    def expand(selectors: list[str]) -> set[str]:
+    def expand(selectors: list[str], ignoring: bool = False) -> set[str]:
         out: set[str] = set()
         for sel in selectors:
             s = sel.strip().upper()
             if not s:
                 continue
             if not is_valid_selector(s):
+                why = retired(s)
+                if why is not None:
+                    if ignoring:
+                        continue  # ignoring a removed rule: nothing to do
+                    raise ValueError(why)
                 raise ValueError(f"unknown rule code or prefix: {sel!r}")
             out.update(codes if s == "ALL" else (c for c in codes if c.startswith(s)))
         return out
 
     enabled = expand(select) if select else set(codes)
     enabled |= expand(extend_select or [])
-    enabled -= expand(ignore or [])
+    enabled -= expand(ignore or [], ignoring=True)
     return frozenset(enabled)

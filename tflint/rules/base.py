@@ -31,6 +31,7 @@ class RuleContext:
     """What a rule sees of one module: its path, text, tree and the shared analysis."""
 
     def __init__(self, path: str, source: str, tree: ast.Module, analysis: "Analysis") -> None:
+        # ``analysis.target`` is the TargetVersion (tflint.analysis.version) the code targets.
         self.path = path
         self.source = source
         self.tree = tree
@@ -99,6 +100,9 @@ class Rule:
     use_instead: ClassVar[str]
     fix_safety: ClassVar[str] = "This rule has no automatic fix."
     fixable: ClassVar[bool] = False
+    # The TensorFlow versions the rule's claim holds for: (first, last) as (major, minor),
+    # ``None`` for no upper bound. Outside that range the rule does not run.
+    tensorflow_versions: ClassVar[tuple[tuple[int, int], tuple[int, int] | None]] = ((2, 0), None)
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 
@@ -113,6 +117,19 @@ class Rule:
 
     def check(self, ctx: RuleContext) -> Iterator[None] | None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def applies_to(cls, tensorflow: tuple[int, int]) -> bool:
+        first, last = cls.tensorflow_versions
+        return tensorflow >= first and (last is None or tensorflow <= last)
+
+    @classmethod
+    def versions_text(cls) -> str:
+        """``"TensorFlow 2.0 and later"`` / ``"TensorFlow 2.0 to 2.8"``."""
+        first, last = cls.tensorflow_versions
+        if last is None:
+            return f"TensorFlow {first[0]}.{first[1]} and later"
+        return f"TensorFlow {first[0]}.{first[1]} to {last[0]}.{last[1]}"
 
     @classmethod
     def url(cls) -> str:

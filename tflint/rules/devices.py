@@ -1,4 +1,4 @@
-"""TFL5xx: device placement and memory."""
+"""TFL5xx: device placement and memory (TFL501 is retired: see ``tflint.rules.RETIRED``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ from tflint.finding import Fix, Severity
 from tflint.rules._fixes import wrap
 from tflint.rules.base import Rule, RuleContext
 
-_SOFT_PLACEMENT = frozenset(
-    {"tensorflow.config.set_soft_device_placement", "tensorflow.config.experimental.set_soft_device_placement"}
-)
-_CONFIG_PROTO = frozenset({"tensorflow.compat.v1.ConfigProto", "tensorflow.ConfigProto"})
 
 DEVICE_CONFIG = frozenset(
     {
@@ -106,89 +102,9 @@ def _creates_tensors(q: str | None, call: ast.Call | None = None, a=None) -> boo
     return not q.startswith(_HARMLESS_PREFIXES)
 
 
-class SoftDevicePlacement(Rule):
-    code = "TFL501"
-    name = "soft-device-placement"
-    severity = Severity.WARNING
-    summary = "`set_soft_device_placement(True)` hides ops that silently fall back to the CPU"
-    what = (
-        "Checks for `tf.config.set_soft_device_placement(True)` (and "
-        "`ConfigProto(allow_soft_placement=True)`)."
-    )
-    why = (
-        "With soft placement, an op pinned with `tf.device('/GPU:0')` that has no GPU kernel (or "
-        "when no GPU is visible) runs on the CPU without any error or warning. Tensors then "
-        "bounce between host and device every step and the model trains at CPU speed while the "
-        "code says GPU. Turning it on explicitly documents the wish to hide exactly that."
-    )
-    example = (
-        """
-        tf.config.set_soft_device_placement(True)
-        """
-    )
-    use_instead = (
-        """
-        # Let misplaced ops fail loudly while developing:
-        tf.config.set_soft_device_placement(False)
-        tf.debugging.set_log_device_placement(True)
-        """
-    )
-    VALID = [
-        """
-        import tensorflow as tf
-
-        tf.config.set_soft_device_placement(False)
-        """,
-        """
-        import tensorflow as tf
-
-        print(tf.config.get_soft_device_placement())
-        """,
-        """
-        import tensorflow as tf
-
-        config = tf.compat.v1.ConfigProto(log_device_placement=True)
-        """,
-    ]
-    INVALID = [
-        """
-        import tensorflow as tf
-
-        tf.config.set_soft_device_placement(True)  # expect: TFL501
-        """,
-        """
-        from tensorflow import config
-
-        config.set_soft_device_placement(enabled=True)  # expect: TFL501
-        """,
-        """
-        import tensorflow as tf
-
-        session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)  # expect: TFL501
-        """,
-    ]
-
-    def check(self, ctx: RuleContext) -> None:
-        if "soft" not in ctx.source:
-            return  # cheap text test: nothing to look at
-        a = ctx.analysis
-        for node in ctx.analysis.nodes(ast.Call):
-            if not isinstance(node, ast.Call):
-                continue
-            q = a.call_name(node)
-            if q in _SOFT_PLACEMENT:
-                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "enabled"), None)
-            elif q in _CONFIG_PROTO:
-                arg = next((k.value for k in node.keywords if k.arg == "allow_soft_placement"), None)
-            else:
-                continue
-            if isinstance(arg, ast.Constant) and arg.value is True:
-                ctx.report(
-                    node,
-                    "Soft device placement makes ops that cannot run on the requested device "
-                    "fall back to the CPU silently, with host-device copies every step. Leave it "
-                    "off and fix the placement",
-                )
+# TFL501 (soft-device-placement) was removed: soft placement is on by default in TensorFlow 2,
+# so `set_soft_device_placement(True)` changes nothing (tflint.rules.RETIRED; the premise test is
+# tests/premises/test_devices.py).
 
 
 class DeviceConfigAfterInit(Rule):

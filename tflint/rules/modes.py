@@ -287,16 +287,18 @@ class LogitsProbabilitiesMismatch(Rule):
     what = (
         "Checks `model.compile(loss=...)` against the model's definition in the module "
         "(`Sequential` list and `add` calls, or the functional `outputs`): a cross-entropy loss "
-        "with `from_logits=True` on a model whose last layer applies softmax/sigmoid, or with "
-        "the default `from_logits=False` (string losses such as "
-        "`\"sparse_categorical_crossentropy\"` included) on a last layer without activation."
+        "with the default `from_logits=False` (string losses such as "
+        "`\"sparse_categorical_crossentropy\"` included) on a last layer without activation. "
+        "When the target is Keras 2, also `from_logits=True` on a model whose last layer applies "
+        "softmax/sigmoid. Keras 3 (TensorFlow 2.16 and later without tf-keras) takes the logits "
+        "behind a softmax/sigmoid output itself when `from_logits=True` (with a warning), so it "
+        "trains exactly as with `from_logits=False` (measured on TensorFlow 2.21): not reported."
     )
     why = (
-        "With `from_logits=True` the loss applies softmax itself: on probabilities it computes "
-        "softmax(softmax(x)), whose gradients are tiny, so the model learns slowly or stalls at "
-        "poor accuracy. With `from_logits=False` on raw logits, Keras treats unbounded scores as "
-        "probabilities (clipping them to [eps, 1-eps]): the loss is wrong and training "
-        "plateaus. Nothing raises in either case."
+        "With `from_logits=False` on raw logits, Keras treats unbounded scores as probabilities "
+        "(normalizing and clipping them to [eps, 1-eps]): the loss is wrong and training "
+        "plateaus or diverges. Nothing raises. (With `from_logits=True` on probabilities, Keras 2 "
+        "applies softmax a second time and the gradients become tiny.)"
     )
     example = (
         """
@@ -339,6 +341,16 @@ class LogitsProbabilitiesMismatch(Rule):
         model = keras.Sequential([keras.layers.Dense(1)])
         model.compile(optimizer='adam', loss='mse')
         """,
+        """
+        import tensorflow as tf
+
+        # Keras 3 uses the logits behind the softmax itself: trains as with from_logits=False.
+        model = tf.keras.Sequential()
+        model.add(tf.keras.layers.Dense(10))
+        model.add(tf.keras.layers.Softmax())
+        model.compile(optimizer='adam',
+                      loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))
+        """,
     ]
     INVALID = [
         """
@@ -348,27 +360,25 @@ class LogitsProbabilitiesMismatch(Rule):
         model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')  # expect: TFL602
         """,
         """
-        import tensorflow as tf
-
-        model = tf.keras.Sequential()
-        model.add(tf.keras.layers.Dense(10))
-        model.add(tf.keras.layers.Softmax())
-        model.compile(optimizer='adam',
-                      loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))  # expect: TFL602
-        """,
-        """
         import keras
         from keras import layers
 
         def build():
             inputs = keras.Input((4,))
             x = layers.Dense(8, activation='relu')(inputs)
-            outputs = layers.Dense(1, activation='sigmoid')(x)
+            outputs = layers.Dense(1)(x)
             return keras.Model(inputs=inputs, outputs=outputs)
 
         model = build()
-        loss = keras.losses.BinaryCrossentropy(from_logits=True)  # expect: TFL602
+        loss = keras.losses.BinaryCrossentropy()  # expect: TFL602
         model.compile(optimizer='adam', loss=loss)
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.Sequential()
+        model.add(tf.keras.layers.Dense(10))
+        model.compile(optimizer='adam', loss=tf.keras.losses.CategoricalCrossentropy())  # expect: TFL602
         """,
     ]
 
@@ -391,7 +401,7 @@ class LogitsProbabilitiesMismatch(Rule):
             if last is None:
                 continue
             layer_node, act = last
-            if wants == "logits" and act in _PROB_ACTIVATIONS:
+            if wants == "logits" and act in _PROB_ACTIVATIONS and ctx.analysis.target.keras < 3:
                 ctx.report(
                     loss_node,
                     f"Loss uses `from_logits=True` but the model's last layer (line "

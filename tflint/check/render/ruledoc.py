@@ -118,10 +118,16 @@ def rule_body(rule: type, heading: str = "##") -> str:
     return "\n\n".join(parts)
 
 
+def versions_line(rule: type) -> str:
+    """``"Applies to TensorFlow 2.0 and later."``: the versions the rule runs for."""
+    text = rule.versions_text() if hasattr(rule, "versions_text") else "TensorFlow 2.0 and later"
+    return f"Applies to {text} (`--target-version`)."
+
+
 def rule_text(rule: type) -> str:
     """What ``tflint rule CODE`` prints (markdown-ish plain text)."""
     title = f"{rule.code} {rule.name} ({severity_of(rule)})"
-    head = [title, "", clean(getattr(rule, "summary", "")), "", fix_line(rule)]
+    head = [title, "", clean(getattr(rule, "summary", "")), "", fix_line(rule), versions_line(rule)]
     url = _url(rule)
     if url:
         head.append(f"Documentation: {url}")
@@ -143,7 +149,48 @@ def rule_dict(rule: type) -> dict:
         "fix_safety": clean(getattr(rule, "fix_safety", "")),
         "url": _url(rule),
         "category": category_of(rule.code)[1],
+        "tensorflow_versions": _versions_dict(rule),
     }
+
+
+def _versions_dict(rule: type) -> dict:
+    first, last = getattr(rule, "tensorflow_versions", ((2, 0), None))
+    return {"from": f"{first[0]}.{first[1]}", "to": f"{last[0]}.{last[1]}" if last else None}
+
+
+def retired_text(code: str) -> str | None:
+    """What ``tflint rule CODE`` prints for a removed rule; ``None`` if ``code`` is not one."""
+    from tflint.rules import RETIRED
+
+    got = RETIRED.get(code.strip().upper())
+    if got is None:
+        return None
+    name, why = got
+    return (
+        f"{code.strip().upper()} {name} (removed)\n\nThis rule was removed: {why}. "
+        "Its code is reserved and will not be reused; selecting it is an error."
+    )
+
+
+def retired_markdown() -> list[str]:
+    from tflint.rules import RETIRED
+
+    if not RETIRED:
+        return []
+    out = [
+        "## Removed rules",
+        "",
+        "Codes of rules that were removed. They are reserved and never reused; `--select` with",
+        "one is a usage error that says why, ignoring one is harmless.",
+        "",
+        "| Code | Name | Why it was removed |",
+        "| --- | --- | --- |",
+    ]
+    for code in sorted(RETIRED):
+        name, why = RETIRED[code]
+        out.append(f"| {code} | {name} | {_md_cell(why)} |")
+    out.append("")
+    return out
 
 
 def rule_json(rule: type) -> str:
@@ -193,7 +240,7 @@ def rule_markdown(rule: type) -> str:
         "",
         f"**{_md_cell(clean(getattr(rule, 'summary', '')))}**",
         "",
-        f"Severity: `{severity_of(rule)}`. {fix_line(rule)}",
+        f"Severity: `{severity_of(rule)}`. {fix_line(rule)} {versions_line(rule)}",
         "",
         rule_body(rule, "####"),
     ]
@@ -247,4 +294,5 @@ def markdown_reference(rules: Sequence[type]) -> str:
         out += [f"## {key}: {category_of(members[0].code)[1]}", ""]
         for r in members:
             out += [rule_markdown(r), ""]
+    out += retired_markdown()
     return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,322 @@
+"""Premises of the tf.data rules (TFL401-TFL405), shown on TensorFlow 2.21.
+
+Each test runs a small pipeline that shows what the rule claims, the rule's "Use instead" that
+removes it, and checks that tflint flags the first text and not the second. Timings are only
+compared with each other (ratios, generous margins); slow stages are `time.sleep` inside
+`tf.py_function`, so the effects are large even on a loaded machine. Where timing would be
+fragile, the pipeline tf.data really runs (its node kinds after the graph rewrites) is read.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.premises._probe import codes, findings, pipeline_nodes, run
+
+tf = pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.timeout(240)
+
+
+# -- TFL401 -------------------------------------------------------------------------------
+
+PIPELINE_401 = """
+import time
+import tensorflow as tf
+
+STEP = 0.03
+
+def read(i):
+    time.sleep(STEP)  # reading and decoding one batch
+    return i
+
+{options}
+ds = tf.data.Dataset.range(14).map(lambda i: tf.py_function(read, [i], tf.int64))
+ds = ds{tail}
+
+start = time.perf_counter()
+for batch in ds:
+    time.sleep(STEP)  # the training step
+ELAPSED = time.perf_counter() - start
+"""
+OFF = "options = tf.data.Options()\noptions.experimental_optimization.inject_prefetch = False"
+BAD_401 = PIPELINE_401.format(options=OFF, tail=".with_options(options)")
+GOOD_401 = PIPELINE_401.format(options=OFF, tail=".with_options(options).prefetch(tf.data.AUTOTUNE)")
+DEFAULT_401 = PIPELINE_401.format(options="", tail="")
+
+
+def test_tfl401_pipeline_without_prefetch_waits_only_when_injection_is_off():
+    bad, good, default = (run(src)["ELAPSED"] for src in (BAD_401, GOOD_401, DEFAULT_401))
+    # Producer and consumer of equal cost: run one after the other they take about twice as
+    # long as overlapped.
+    assert bad > 1.35 * good, (bad, good)
+    # TensorFlow's default `inject_prefetch` overlaps a pipeline without `.prefetch()` too.
+    assert bad > 1.35 * default, (bad, default)
+    assert ("TFL401" in codes(BAD_401)) and ("TFL401" not in codes(GOOD_401))
+    assert "TFL401" not in codes(DEFAULT_401)  # narrowed: nothing to report on TF >= 2.9
+    assert "TFL401" in codes(DEFAULT_401, target="2.8")  # no injection before 2.9
+    line = next(n for n, c in findings(BAD_401) if c == "TFL401")
+    assert BAD_401.strip("\n").splitlines()[line - 2].startswith("for batch in ds")
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "experimental_optimization.inject_prefetch = False",
+        "experimental_optimization.apply_default_optimizations = False",
+        "autotune.enabled = False",
+    ],
+)
+def test_tfl401_options_that_switch_the_injected_prefetch_off(setting):
+    src = f"""
+    import tensorflow as tf
+    options = tf.data.Options()
+    options.{setting}
+    ds = tf.data.Dataset.range(8).batch(2).with_options(options)
+    for x in ds:
+        pass
+    """
+    ns = run(src)
+    if setting.startswith("autotune"):
+        # No autotuning model to read: the injected prefetch shows in the timing instead.
+        timed = PIPELINE_401.format(options=f"options = tf.data.Options()\noptions.{setting}",
+                                    tail=".with_options(options)")
+        assert run(timed)["ELAPSED"] > 1.35 * run(GOOD_401)["ELAPSED"]
+    else:
+        assert "Prefetch" not in pipeline_nodes(ns["ds"])
+        assert "Prefetch" in pipeline_nodes(tf.data.Dataset.range(8).batch(2))
+    assert "TFL401" in codes(src)
+
+
+def test_tfl401_sources_that_prefetch_themselves(tmp_path):
+    import keras
+    import numpy as np
+
+    for cls in ("a", "b"):
+        (tmp_path / "img" / cls).mkdir(parents=True)
+        keras.utils.save_img(str(tmp_path / "img" / cls / "x.png"), np.zeros((8, 8, 3)))
+        (tmp_path / "txt" / cls).mkdir(parents=True)
+        (tmp_path / "txt" / cls / "x.txt").write_text("some text")
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n3,4\n")
+    src = f"""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow import keras
+
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    images = keras.utils.image_dataset_from_directory({str(tmp_path / 'img')!r}, image_size=(8, 8), batch_size=1)
+    images = images.with_options(options)
+    texts = keras.utils.text_dataset_from_directory({str(tmp_path / 'txt')!r}, batch_size=1).with_options(options)
+    series = keras.utils.timeseries_dataset_from_array(np.arange(50), None, 5, batch_size=4).with_options(options)
+    rows = tf.data.experimental.make_csv_dataset({str(tmp_path / 't.csv')!r}, batch_size=1, num_epochs=1)
+    rows = rows.with_options(options)
+    for ds in (images, texts, series, rows):
+        for batch in ds:
+            pass
+    """
+    ns = run(src)
+    for name in ("images", "texts", "series", "rows"):
+        assert "Prefetch" in pipeline_nodes(ns[name]), name
+    assert "TFL401" not in codes(src) and "TFL401" not in codes(src, target="2.8")
+
+
+# -- TFL402 -------------------------------------------------------------------------------
+
+STATEFUL_402 = """
+import tensorflow as tf
+
+def augment(x):
+    noise = tf.random.uniform([8, 8])
+    return tf.reduce_sum(tf.cast(x, tf.float32) + noise)
+
+ds = tf.data.Dataset.range(16).map(augment{calls})
+"""
+STATELESS_402 = """
+import tensorflow as tf
+
+def scale(x):
+    return tf.reduce_sum(tf.cast(x, tf.float32) * tf.ones([8, 8]))
+
+{options}
+ds = tf.data.Dataset.range(16).map(scale){tail}
+"""
+
+
+def test_tfl402_stateful_map_stays_sequential_stateless_map_is_parallelized():
+    bad = STATEFUL_402.format(calls="")
+    good = STATEFUL_402.format(calls=", num_parallel_calls=tf.data.AUTOTUNE")
+    bad_nodes, good_nodes = pipeline_nodes(run(bad)["ds"]), pipeline_nodes(run(good)["ds"])
+    assert "Map" in bad_nodes and "ParallelMapV2" not in bad_nodes
+    assert "ParallelMapV2" in good_nodes
+    assert "TFL402" in codes(bad) and "TFL402" not in codes(good)
+    # The premise as the rule used to state it does not hold: a stateless map is parallel.
+    plain = STATELESS_402.format(options="", tail="")
+    assert "ParallelMapV2" in pipeline_nodes(run(plain)["ds"])
+    assert "TFL402" not in codes(plain)
+    assert "TFL402" in codes(plain, target="2.5")  # before map_parallelization was default
+    # ... unless the pipeline's options switch map parallelization off.
+    for setting in ("map_parallelization", "apply_default_optimizations"):
+        off = STATELESS_402.format(
+            options=f"options = tf.data.Options()\noptions.experimental_optimization.{setting} = False",
+            tail=".with_options(options)",
+        )
+        nodes = pipeline_nodes(run(off)["ds"])
+        assert "Map" in nodes and "ParallelMapV2" not in nodes, setting
+        assert "TFL402" in codes(off), setting
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "x + tf.cast(tf.random.uniform([]) * 0, tf.int64)",
+        "x + counter",
+        "table.lookup(x)",
+        "tf.py_function(lambda v: v, [x], tf.int64)",
+        "(tf.print(x), x)[1]",
+    ],
+)
+def test_tfl402_what_makes_a_map_function_stateful(op):
+    src = f"""
+    import tensorflow as tf
+    counter = tf.Variable(0, dtype=tf.int64)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant([0], tf.int64), tf.constant([1], tf.int64)), 0)
+
+    def fn(x):
+        return {op}
+
+    ds = tf.data.Dataset.range(4).map(fn)
+    """
+    nodes = pipeline_nodes(run(src)["ds"])
+    assert "Map" in nodes and "ParallelMapV2" not in nodes
+    assert "TFL402" in codes(src)
+
+
+def test_tfl402_num_parallel_calls_speeds_up_a_slow_stateful_map():
+    src = """
+    import time
+    import tensorflow as tf
+
+    def load(i):
+        time.sleep(0.03)  # reading one example
+        return i
+
+    ds = tf.data.Dataset.range(24).map(lambda i: tf.py_function(load, [i], tf.int64){calls})
+    start = time.perf_counter()
+    for x in ds:
+        pass
+    ELAPSED = time.perf_counter() - start
+    """
+    bad, good = src.format(calls=""), src.format(calls=", num_parallel_calls=tf.data.AUTOTUNE")
+    assert run(bad)["ELAPSED"] > 1.35 * run(good)["ELAPSED"]
+    assert "TFL402" in codes(bad) and "TFL402" not in codes(good)
+
+
+# -- TFL403 -------------------------------------------------------------------------------
+
+def test_tfl403_shuffle_after_batch_keeps_each_batch_together():
+    bad = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(32).batch(4).shuffle(8, seed=1)
+    EPOCHS = [[sorted(b.numpy().tolist()) for b in ds] for _ in range(3)]
+    """
+    good = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(32).shuffle(32, seed=1).batch(4)
+    EPOCHS = [[sorted(b.numpy().tolist()) for b in ds] for _ in range(3)]
+    """
+    fixed_groups = [list(range(k, k + 4)) for k in range(0, 32, 4)]
+    for epoch in run(bad)["EPOCHS"]:
+        assert sorted(epoch) == fixed_groups  # the same examples together, every epoch
+    mixed = [e for e in run(good)["EPOCHS"] if sorted(e) != fixed_groups]
+    assert len(mixed) == 3
+    assert "TFL403" in codes(bad) and "TFL403" not in codes(good)
+
+
+# -- TFL404 -------------------------------------------------------------------------------
+
+def test_tfl404_cache_after_random_map_replays_the_first_epoch():
+    src = """
+    import tensorflow as tf
+
+    def augment(x):
+        return x * 1000 + tf.random.uniform([], maxval=1000, dtype=tf.int64)
+
+    ds = tf.data.Dataset.range(16){pipeline}
+    EPOCHS = [[int(v) for v in ds] for _ in range(3)]
+    """
+    bad = src.format(pipeline=".map(augment, num_parallel_calls=tf.data.AUTOTUNE).cache()")
+    good = src.format(pipeline=".cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)")
+    e = run(bad)["EPOCHS"]
+    assert e[0] == e[1] == e[2]  # augmentation frozen after the first epoch
+    e = run(good)["EPOCHS"]
+    assert e[0] != e[1] and e[1] != e[2]
+    assert "TFL404" in codes(bad) and "TFL404" not in codes(good)
+
+
+def test_tfl404_cache_after_shuffle_replays_the_first_order():
+    src = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(32){pipeline}
+    EPOCHS = [[int(v) for v in ds] for _ in range(3)]
+    """
+    bad, good = src.format(pipeline=".shuffle(32).cache()"), src.format(pipeline=".cache().shuffle(32)")
+    e = run(bad)["EPOCHS"]
+    assert e[0] == e[1] == e[2] and e[0] != sorted(e[0])
+    e = run(good)["EPOCHS"]
+    assert e[0] != e[1] or e[1] != e[2]
+    assert "TFL404" in codes(bad) and "TFL404" not in codes(good)
+
+
+# -- TFL405 -------------------------------------------------------------------------------
+
+PY_405 = """
+import time
+import numpy as np
+import tensorflow as tf
+
+def python_work(x):
+    total = 0
+    for i in range(60_000):  # pure-Python computing: holds the GIL
+        total += i % 7
+    return np.float32(total + x)
+
+def load(x):
+    return tf.numpy_function(python_work, [x], tf.float32)
+
+ds = tf.data.Dataset.range(24).map(load, num_parallel_calls={calls})
+start = time.perf_counter()
+for v in ds:
+    pass
+ELAPSED = time.perf_counter() - start
+"""
+TF_405 = """
+import tensorflow as tf
+
+def load(x):
+    r = tf.range(60_000, dtype=tf.int64)
+    return tf.cast(tf.reduce_sum(r % 7) + x, tf.float32)
+
+ds = tf.data.Dataset.range(24).map(load, num_parallel_calls=tf.data.AUTOTUNE)
+"""
+
+
+def test_tfl405_python_in_map_gains_nothing_from_parallel_calls_and_cannot_be_serialized():
+    from tensorflow.python.data.ops.options import ExternalStatePolicy
+
+    # Alternate the two, three times each, and compare the fastest runs: the first run of a
+    # process pays for thread pools and tracing, and a busy machine slows single runs.
+    runs = {"parallel": [], "sequential": []}
+    for _ in range(3):
+        runs["parallel"].append(run(PY_405.format(calls="tf.data.AUTOTUNE")))
+        runs["sequential"].append(run(PY_405.format(calls="1")))
+    fastest = {k: min(ns["ELAPSED"] for ns in v) for k, v in runs.items()}
+    parallel = runs["parallel"][-1]
+    # The GIL serializes the Python work: parallel calls do not make it (much) faster.
+    assert fastest["parallel"] > fastest["sequential"] / 1.6, fastest
+    with pytest.raises(tf.errors.FailedPreconditionError):
+        parallel["ds"]._as_serialized_graph(external_state_policy=ExternalStatePolicy.FAIL)
+    ns = run(TF_405)
+    ns["ds"]._as_serialized_graph(external_state_policy=ExternalStatePolicy.FAIL)  # serializable
+    assert [int(v) for v in ns["ds"].take(2)] == [int(v) for v in parallel["ds"].take(2)]
+    assert "TFL405" in codes(PY_405.format(calls="tf.data.AUTOTUNE")) and "TFL405" not in codes(TF_405)
