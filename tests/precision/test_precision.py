@@ -101,15 +101,12 @@ def test_true_findings_still_fire(results, name):
 
 
 def test_verdicts_are_well_formed():
-    seen = set()
     for v in VERDICTS["verdicts"]:
         assert v["verdict"] in prec.VERDICTS, v
         assert v["reason"].strip(), v
         assert v["corpus"] in prec.CORPORA, v
         assert not v.get("fixed") or v["verdict"] == "false", v
-        k = (*prec.key(v), v["line"])
-        assert k not in seen, ("duplicate verdict", v)
-        seen.add(k)
+        assert isinstance(v["line"], int) and v["file"] and not v["file"].startswith("/"), v
 
 
 def test_matching_survives_line_shifts():
