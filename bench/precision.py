@@ -247,9 +247,10 @@ def key(entry: dict) -> tuple[str, str, str, str]:
 
 def load_verdicts(path: Path = DEFAULT_VERDICTS) -> dict:
     if not path.exists():
-        return {"corpora": {}, "verdicts": []}
+        return {"corpora": {}, "notes": {}, "verdicts": []}
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
+    data.setdefault("notes", {})
     for v in data["verdicts"]:
         if v["verdict"] not in VERDICTS:
             raise ValueError(f"{path}: {v['corpus']}/{v['file']}:{v['line']}: verdict {v['verdict']!r}")
@@ -264,9 +265,14 @@ def save_verdicts(data: dict, path: Path = DEFAULT_VERDICTS) -> None:
         "  " + json.dumps({k: v[k] for k in fields if k in v and (k != "fixed" or v[k])}, ensure_ascii=False)
         for v in vs
     )
+    notes = ",\n".join(
+        f"  {json.dumps(code)}: {json.dumps(text, ensure_ascii=False)}"
+        for code, text in sorted(data.get("notes", {}).items())
+    )
     text = (
         "{\n"
         f' "corpora": {json.dumps(data["corpora"], sort_keys=True)},\n'
+        f' "notes": {{\n{notes}\n }},\n'
         f' "verdicts": [\n{body}\n ]\n'
         "}\n"
     )
@@ -320,6 +326,18 @@ def open_false(result: Result) -> list[tuple[dict, dict]]:
     return [(f, v) for f, v in result.matched if v["verdict"] == "false" and not v.get("fixed")]
 
 
+def rules_without_true(results: list[Result], notes: dict[str, str]) -> list[str]:
+    """Rules that fire, whose findings are all judged, none of them true, and that have no
+    note saying why they are kept (a rule with unjudged findings is still to be judged)."""
+    firing: dict[str, dict[str, int]] = {}
+    for r in results:
+        for code, row in table(r).items():
+            agg = firing.setdefault(code, {"true": 0, "unjudged": 0})
+            agg["true"] += row["true"]
+            agg["unjudged"] += row["unjudged"]
+    return sorted(c for c, row in firing.items() if not row["true"] and not row["unjudged"] and c not in notes)
+
+
 def table(result: Result) -> dict[str, dict[str, int]]:
     rows: dict[str, dict[str, int]] = {}
     for f in result.findings:
@@ -338,8 +356,9 @@ def false_per_10kloc(result: Result) -> float:
 
 
 # -- report ------------------------------------------------------------------------------------
-def report(results: list[Result], judged: bool, out=sys.stdout) -> None:
+def report(results: list[Result], judged: bool, out=sys.stdout, notes: dict | None = None) -> None:
     w = out.write
+    notes = notes or {}
     for r in results:
         c = r.corpus
         n = len(r.findings)
@@ -364,6 +383,12 @@ def report(results: list[Result], judged: bool, out=sys.stdout) -> None:
               f"unjudged: {len(r.unjudged)}   verdicts with no finding: {len(r.gone)}\n")
     if not judged:
         return
+    codes = sorted({f["code"] for r in results for f in r.findings})
+    no_true = [c for c in codes if not any(table(r).get(c, {}).get("true") for r in results)]
+    if no_true:
+        w("\n== rules that fire with no finding judged true ==\n")
+        for c in no_true:
+            w(f"   {c}: {notes.get(c, '(no note: judge its findings or say why the rule is kept)')}\n")
     unjudged = [f for r in results for f in r.unjudged]
     if unjudged:
         w(f"\n== {len(unjudged)} findings with no verdict (to be judged) ==\n")
@@ -422,7 +447,7 @@ def main() -> None:
         results.append(r)
         data["corpora"][corpus.name] = corpus.version
     judged = vpath.exists() or bool(args.add_verdicts)
-    report(results, judged)
+    report(results, judged, notes=data.get("notes", {}))
 
     if args.write_unjudged:
         entries = [{**{k: f[k] for k in ("code", "corpus", "file", "line", "source")},
