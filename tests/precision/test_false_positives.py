@@ -301,3 +301,73 @@ def test_503_helpers_traced_only_through_callers_are_not_steps():
     a = analyse(src)
     assert not any(a.loops.is_training_loop(loop) for loop in a.loops.loops)
     assert findings(src, "TFL503") == []
+
+
+TUTORIAL_RESTORE = """
+import tensorflow as tf
+
+def create_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    return model
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = create_model()
+    optimizer = tf.keras.optimizers.Adam()
+    checkpoint = tf.train.Checkpoint(optimizer=optimizer, model=model)
+
+# restore and evaluate without the strategy
+eval_accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+new_model = create_model()
+new_optimizer = tf.keras.optimizers.Adam()
+
+@tf.function
+def eval_step(images, labels):
+    eval_accuracy(labels, new_model(images, training=False))
+
+checkpoint = tf.train.Checkpoint(optimizer=new_optimizer, model=new_model)
+checkpoint.restore(tf.train.latest_checkpoint("ckpt"))
+for images, labels in test_dataset:
+    eval_step(images, labels)
+"""
+
+
+def test_505_tutorial_restore_outside_the_strategy_is_not_reported():
+    assert findings(TUTORIAL_RESTORE, "TFL505") == []
+
+
+def test_505_factory_result_used_in_scope_is_reported():
+    src = textwrap.dedent(TUTORIAL_RESTORE) + (
+        "with strategy.scope():\n    new_model.compile(optimizer=optimizer, loss='mse')\n"
+    )
+    assert findings(src, "TFL505") == [(5, "TFL505")]
+
+
+MULTI_WORKER_TUTORIAL = """
+import tensorflow as tf
+
+def build_and_compile_cnn_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(loss="mse", optimizer=tf.keras.optimizers.SGD(learning_rate=0.001))
+    return model
+
+single_worker_model = build_and_compile_cnn_model()   # before any strategy, on purpose
+single_worker_model.fit(train_ds, epochs=3)
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    multi_worker_model = build_and_compile_cnn_model()
+multi_worker_model.fit(train_ds, epochs=3)
+"""
+
+
+def test_505_single_worker_model_built_by_the_shared_factory_is_not_reported():
+    assert findings(MULTI_WORKER_TUTORIAL, "TFL505") == []
+
+
+def test_505_factory_model_later_used_in_scope_is_reported():
+    src = textwrap.dedent(MULTI_WORKER_TUTORIAL) + (
+        "with strategy.scope():\n    single_worker_model.fit(train_ds)\n"
+        "strategy.run(lambda: tf.Variable(0.0))\n"
+    )
+    assert findings(src, "TFL505") == [(5, "TFL505"), (6, "TFL505")]

@@ -292,14 +292,17 @@ class StrategyFacts:
         """Whether the object ``call`` creates is used by code that runs with the strategy.
 
         The object is followed through the names it is bound to (``x = Make()``,
-        ``self.x = ...``, ``ckpt = tf.train.Checkpoint(v=Make())``) and through ``return`` to
-        the names that the module's calls of the function bind. It is used with the strategy
+        ``self.x = ...``, ``ckpt = tf.train.Checkpoint(v=Make())``, the receiver of
+        ``model.compile(optimizer=Make())``) and through ``return`` to the names that the
+        module's calls of the function made outside a scope bind. It is used with the strategy
         when one of those names is read inside a ``strategy.scope()`` block, in a replica
         function or code only called from scope, in a function that calls ``strategy.run``,
         in ``strategy.run``'s arguments, or passed to a module function that opens a scope or
         calls ``run``. When the object cannot be followed (``f(Make())`` as a statement) it
         counts as used. Restored models, coordinator-side evaluation metrics and eager
         bookkeeping variables that never reach strategy code are not."""
+        if self._strategy_site(call):
+            return True
         bound = self._names_bound_to(call, 0)
         if bound is None:
             return True
@@ -327,19 +330,30 @@ class StrategyFacts:
                         out.append((d, scope))
             return out
         if isinstance(parent, ast.Return) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            sites = self.call_sites(scope)
-            if not sites:
-                return None  # returned to callers this module does not show
-            out = []
-            for site in sites:
-                got = self._names_bound_to(site, depth + 1)
-                if got is None:
-                    return None
-                out.extend(got)
-            return out
+            return self._returned_to(scope, depth)
+        if (isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is not expr
+                and isinstance(node.func, ast.Attribute)):
+            # ``model.compile(optimizer=Make())``: the object belongs to the receiver
+            owner = dotted(node.func.value)
+            if owner is not None:
+                return [(owner, scope)]
         return None
 
-    def _read_by_strategy_code(self, name: str, scope: ast.AST) -> bool:
+    def _returned_to(self, func: ast.AST, depth: int) -> list[tuple[str, ast.AST]] | None:
+        """Names that the module's calls of ``func`` made outside any scope bind its result to
+        (the calls made inside a scope create their objects there)."""
+        sites = [s for s in self.call_sites(func) if not self.in_scope(s)]
+        if not sites:
+            return None  # returned to callers this module does not show
+        out = []
+        for site in sites:
+            got = self._names_bound_to(site, depth + 1)
+            if got is None:
+                return None
+            out.extend(got)
+        return out
+
+    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0) -> bool:
         root = self.a.tree if name.startswith("self.") or isinstance(scope, ast.Module) else scope
         for node in ast.walk(root):
             if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)):
@@ -348,6 +362,13 @@ class StrategyFacts:
                 continue
             if self._strategy_site(node):
                 return True
+            parent = self.a.parent(node)
+            if (isinstance(parent, ast.Return) and depth < 3 and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and self.a.enclosing_function(node) is scope):
+                # ``model = Make(); return model``: follow it to what the callers bind
+                bound = self._returned_to(scope, depth + 1)
+                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1) for n, s in bound):
+                    return True
         return False
 
     def _strategy_site(self, node: ast.AST) -> bool:

@@ -44,6 +44,8 @@ def creation_kind(a, call: ast.Call) -> str | None:
     TensorFlow state that a strategy must own."""
     q = a.call_name(call)
     if q:
+        if q.endswith("()") or "()." in q:
+            return None  # calling an instance (``metric(y, p)``, ``model(x)``) creates nothing
         last = q.rsplit(".", 1)[-1]
         if q in _MODEL_CALLS or (q.startswith("keras.applications.") and last[:1].isupper()):
             return "model"
