@@ -2,7 +2,7 @@
 
     python bench/precision.py [--corpus NAME ...] [--verdicts PATH] [--tf-models DIR]
                               [--write-unjudged PATH] [--add-verdicts PATH] [--prune]
-                              [--json PATH]
+                              [--json PATH] [--tflint DIR]
 
 Corpora (real TensorFlow code any machine can reach):
 
@@ -176,18 +176,21 @@ def get_corpus(name: str, tf_models: str | None = None, cache: str | None = None
 
 
 # -- running tflint ----------------------------------------------------------------------------
-def _env() -> dict:
+def _env(tflint_root: Path = ROOT) -> dict:
     env = dict(os.environ)
     env.pop("TFLINT_CACHE_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tflint_root), env.get("PYTHONPATH")) if p)
     return env
 
 
-def run_check(corpus: Corpus) -> Result:
-    env = _env()
+def run_check(corpus: Corpus, tflint_root: Path = ROOT) -> Result:
+    """``tflint check`` of the checkout at ``tflint_root`` (default: this one) on ``corpus``."""
+    env = _env(tflint_root)
     base = [sys.executable, "-m", "tflint", "check", "--no-cache", "--exit-zero"]
-    listed = subprocess.run([*base, "--show-files", str(corpus.root)], capture_output=True, text=True, env=env)
-    files = [f for f in listed.stdout.splitlines() if f]
+    root = str(corpus.root.resolve())
+    cwd = str(tflint_root)  # ``python -m`` imports from the working directory first
+    listed = subprocess.run([*base, "--show-files", root], capture_output=True, text=True, env=env, cwd=cwd)
+    files = [os.path.join(cwd, f) for f in listed.stdout.splitlines() if f]
     lines = 0
     for f in files:
         try:
@@ -197,8 +200,8 @@ def run_check(corpus: Corpus) -> Result:
             pass
     t = time.perf_counter()
     proc = subprocess.run(
-        [*base, "--select", "ALL", "--output-format", "json", str(corpus.root)],
-        capture_output=True, text=True, env=env,
+        [*base, "--select", "ALL", "--output-format", "json", root],
+        capture_output=True, text=True, env=env, cwd=cwd,
     )
     seconds = time.perf_counter() - t
     try:
@@ -206,6 +209,8 @@ def run_check(corpus: Corpus) -> Result:
     except json.JSONDecodeError:
         raw = []
     errors = proc.stderr.strip() if proc.returncode != 0 or not proc.stdout else ""
+    for f in raw:
+        f["filename"] = os.path.join(cwd, f["filename"])
     findings = [_finding(corpus, f) for f in raw]
     findings.sort(key=lambda f: (f["file"], f["line"], f["code"]))
     return Result(corpus, len(files), lines, seconds, findings, errors)
@@ -379,8 +384,9 @@ def report(results: list[Result], judged: bool, out=sys.stdout, notes: dict | No
             w(line + "\n")
         if judged:
             fp = false_per_10kloc(r)
-            w(f"   judged false: {fp:.2f} per 10 kLOC (target <= 1)   "
-              f"unjudged: {len(r.unjudged)}   verdicts with no finding: {len(r.gone)}\n")
+            fixed = sum(1 for v in r.gone if v["verdict"] == "false" and v.get("fixed"))
+            w(f"   judged false: {fp:.2f} per 10 kLOC (target <= 1)   unjudged: {len(r.unjudged)}   "
+              f"false and fixed: {fixed}   other verdicts with no finding: {len(r.gone) - fixed}\n")
     if not judged:
         return
     codes = sorted({f["code"] for r in results for f in r.findings})
@@ -421,6 +427,8 @@ def main() -> None:
                     help="mark gone false findings fixed, drop gone debatable ones")
     ap.add_argument("--accept-lost-true", action="store_true", help="with --prune: drop gone true verdicts too")
     ap.add_argument("--json", metavar="PATH", help="write the findings and their verdicts as JSON")
+    ap.add_argument("--tflint", metavar="DIR", default=str(ROOT),
+                    help="the source checkout whose tflint runs (default: this one), to compare versions")
     args = ap.parse_args()
 
     vpath = Path(args.verdicts)
@@ -442,7 +450,7 @@ def main() -> None:
         except Unavailable as e:
             print(f"== {name}: skipped: {e}")
             continue
-        r = run_check(corpus)
+        r = run_check(corpus, Path(args.tflint))
         judge(r, data["verdicts"])
         results.append(r)
         data["corpora"][corpus.name] = corpus.version
