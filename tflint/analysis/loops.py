@@ -126,6 +126,8 @@ class LoopFacts:
         """``call`` calls a ``tf.function`` of the module: a ``@tf.function`` def, a name or
         ``self.`` attribute bound to ``tf.function(...)``. A helper that is traced only because
         traced code calls it is not a step: called from eager code, it runs eagerly."""
+        if not self.a.traced.reasons or not self.a.mentions("function"):
+            return False  # no tf.function in the module
         f = call.func
         if isinstance(f, ast.Name) and f.id in self.traced_names:
             return True
