@@ -371,3 +371,20 @@ def test_505_factory_model_later_used_in_scope_is_reported():
         "strategy.run(lambda: tf.Variable(0.0))\n"
     )
     assert findings(src, "TFL505") == [(5, "TFL505"), (6, "TFL505")]
+
+
+def test_compat_v1_py_function_bodies_run_eagerly():
+    src = """
+    import tensorflow as tf
+
+    def load(x):
+        print(x)
+        return x
+
+    ds = tf.data.Dataset.range(3).map(lambda x: tf.compat.v1.py_function(load, [x], tf.int64))
+    ds = ds.map(lambda x: tf.compat.v1.numpy_function(load, [x], tf.int64))
+    """
+    a = analyse(src)
+    (load,) = a.functions["load"]
+    assert not a.traced.is_traced_function(load)
+    assert findings(src, "TFL101") == []

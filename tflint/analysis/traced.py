@@ -33,6 +33,8 @@ EAGER_WRAPPERS = frozenset(
         "tensorflow.py_function",
         "tensorflow.numpy_function",
         "tensorflow.compat.v1.py_func",
+        "tensorflow.compat.v1.py_function",
+        "tensorflow.compat.v1.numpy_function",
         "tensorflow.experimental.numpy_function",
         "tensorflow.py_func",
         "tensorflow.python.ops.script_ops.eager_py_func",
