@@ -134,6 +134,7 @@ def tf_models_corpus(explicit: str | None = None, cache: str | None = None, down
     wheels = base / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+           "--retries", "1", "--timeout", "20",
            "--quiet", f"tf-models-official=={TF_MODELS_VERSION}", "-d", str(wheels)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
