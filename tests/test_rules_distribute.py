@@ -59,6 +59,7 @@ def test_505_function_called_both_inside_and_outside_scope_is_reported():
         "strategy = tf.distribute.MirroredStrategy()\n"
         "with strategy.scope():\n    a = make()\n"
         "b = make()\n"
+        "strategy.run(lambda: b.apply_gradients([]))\n"
     )
     assert _run(src, "TFL505") == [(4, "TFL505")]
 
@@ -80,6 +81,7 @@ def test_505_strategy_from_factory_and_conditional():
         "strategy = get_strategy(True)\n"
         "opt = tf.keras.optimizers.SGD()\n"
         "with strategy.scope():\n    model = tf.keras.Sequential()\n"
+        "    model.compile(optimizer=opt)\n"
     )
     assert _run(src, "TFL505") == [(7, "TFL505")]
 

@@ -1,8 +1,15 @@
 """Loops, and which of them are training loops.
 
 A training loop is a ``for``/``while`` loop whose body (not counting nested function
-definitions) calls a traced function of the module, ``fit``/``train_on_batch``, an optimizer's
+definitions) calls a ``tf.function`` of the module (decorated or wrapped; not a helper that is
+traced only because traced code calls it), ``fit``/``train_on_batch``, an optimizer's
 ``apply_gradients``/``minimize``/``apply``, or ``tape.gradient``.
+
+A loop that runs at most once is no loop for the rules: ``for x in ds.take(1)``,
+``for b in [next(iter(ds))]``, ``for i in range(1)``, or a body that ends in an unconditional
+``break``/``return``/``raise``. ``enclosing_loops`` leaves such loops out, and they are never
+training loops. ``iteration_bound(loop)`` is the literal number of iterations when the source
+states one (``range(10)``, ``ds.take(5)``, a literal list).
 """
 
 from __future__ import annotations
@@ -41,10 +48,57 @@ class LoopFacts:
         for anc in self.a.ancestors(node):
             if isinstance(anc, _FUNCS):
                 break
-            if isinstance(anc, _LOOPS) and child in (*anc.body, *anc.orelse):
+            if isinstance(anc, _LOOPS) and child in (*anc.body, *anc.orelse) and not self.runs_once(anc):
                 out.append(anc)
             child = anc
         return out
+
+    # -- how many iterations ------------------------------------------------------------------
+    def iteration_bound(self, loop: LoopNode) -> int | None:
+        """The number of iterations the source states, or ``None``: ``range(N)``,
+        ``range(a, b)``, ``<ds>.take(N)``, ``itertools.islice(x, N)``, a literal list or tuple,
+        ``[next(iter(ds))]``; 1 for a body that always leaves in its first iteration."""
+        memo = self.__dict__.setdefault("_bounds", {})
+        if loop in memo:
+            return memo[loop]
+        bound = None
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            bound = self._iterable_bound(loop.iter)
+        if _leaves_first_time(loop.body):
+            bound = 1
+        memo[loop] = bound
+        return bound
+
+    def runs_once(self, loop: LoopNode) -> bool:
+        """The loop's body runs at most once (``for x in ds.take(1)``, ``... break`` at the end)."""
+        bound = self.iteration_bound(loop)
+        return bound is not None and bound <= 1
+
+    def _iterable_bound(self, it: ast.AST) -> int | None:
+        if isinstance(it, (ast.List, ast.Tuple, ast.Set)):
+            if any(isinstance(e, ast.Starred) for e in it.elts):
+                return None
+            return len(it.elts)
+        if not isinstance(it, ast.Call):
+            return None
+        f = it.func
+        args = it.args
+        if isinstance(f, ast.Attribute) and f.attr == "take" and len(args) == 1 and not it.keywords:
+            return _literal_int(args[0])
+        builtin = isinstance(f, ast.Name) and self.a.qualname(f) is None
+        name = f.id if builtin else self.a.call_name(it)
+        if name in ("range", "six.moves.range") and 1 <= len(args) <= 2 and not it.keywords:
+            ints = [_literal_int(x) for x in args]
+            if any(i is None for i in ints):
+                return None
+            return max(0, ints[-1] - (ints[0] if len(ints) == 2 else 0))
+        if name == "itertools.islice" and len(args) == 2:
+            return _literal_int(args[1])
+        if builtin and name in ("enumerate", "zip", "reversed", "list", "tuple", "sorted") and args:
+            bounds = [self._iterable_bound(x) for x in args[: 1 if name != "zip" else None]]
+            known = [b for b in bounds if b is not None]
+            return min(known) if known else None
+        return None
 
     @cached_property
     def _training(self) -> dict[LoopNode, bool]:
@@ -52,6 +106,9 @@ class LoopFacts:
         result: dict[LoopNode, bool] = {}
         for loop in self.loops:
             is_training = False
+            if self.runs_once(loop):
+                result[loop] = False
+                continue
             for node in walk_body(loop.body):
                 if not isinstance(node, ast.Call):
                     continue
@@ -59,24 +116,35 @@ class LoopFacts:
                 if isinstance(f, ast.Attribute) and f.attr in TRAINING_METHODS:
                     is_training = True
                     break
-                targets = traced._resolve_callable(f, node, called=True)
-                if any(traced.is_traced_function(t) for t in targets):
-                    is_training = True
-                    break
-                if isinstance(f, ast.Name) and f.id in self.traced_names:
+                if self.is_step_call(node):
                     is_training = True
                     break
             result[loop] = is_training
         return result
 
+    def is_step_call(self, call: ast.Call) -> bool:
+        """``call`` calls a ``tf.function`` of the module: a ``@tf.function`` def, a name or
+        ``self.`` attribute bound to ``tf.function(...)``. A helper that is traced only because
+        traced code calls it is not a step: called from eager code, it runs eagerly."""
+        if not self.a.traced.reasons or not self.a.mentions("function"):
+            return False  # no tf.function in the module
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in self.traced_names:
+            return True
+        if isinstance(f, (ast.Name, ast.Attribute)):
+            return self.a.traced.tf_function_creation(f, call) is not None
+        return False
+
     @cached_property
     def traced_names(self) -> set[str]:
-        """Module-level names bound to traced callables (``step = tf.function(f)`` or a
-        ``@tf.function`` def)."""
+        """Module-level names bound to tf.functions (``step = tf.function(f)`` or a
+        ``@tf.function`` def; not helpers traced only because traced code calls them)."""
         names: set[str] = set()
         traced = self.a.traced
         for stmt in self.a.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and traced.is_traced_function(stmt):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                traced.tf_function_decorator(stmt) is not None
+            ):
                 names.add(stmt.name)
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
                 from tflint.analysis.traced import TF_FUNCTION
@@ -215,6 +283,28 @@ class LoopFacts:
         return isinstance(it, (ast.List, ast.Tuple)) and all(
             isinstance(e, (ast.Name, ast.Attribute, ast.Tuple)) for e in it.elts
         )
+
+
+def _literal_int(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _leaves_first_time(body: list[ast.stmt]) -> bool:
+    """The body's last statement leaves the loop unconditionally and nothing before it can
+    start the next iteration (a ``continue`` of this loop, not of a nested one)."""
+    if not body or not isinstance(body[-1], (ast.Break, ast.Return, ast.Raise)):
+        return False
+    stack: list[ast.AST] = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Continue):
+            return False
+        if isinstance(n, (*_LOOPS, *_FUNCS)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return True
 
 
 _RUN_WORDS = ("epoch", "ep", "fold", "ckpt", "checkpoint", "trial", "seed", "round", "repeat", "run", "config")

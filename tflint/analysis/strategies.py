@@ -19,6 +19,9 @@ scope (directly, or in a function whose every in-module call is inside one).
   another module function)
 - ``distributed_names``    — names bound to ``experimental_distribute_dataset`` /
   ``distribute_datasets_from_function`` results (per scope)
+- ``used_with_strategy(call)`` — the object a call creates reaches code that runs with the
+  strategy (a scope block, a replica function, ``strategy.run``'s arguments, a function that
+  opens a scope or calls ``run``); an object only restored, evaluated or counted outside is not
 """
 
 from __future__ import annotations
@@ -283,6 +286,115 @@ class StrategyFacts:
     @cached_property
     def _run_call_set(self) -> set[ast.Call]:
         return set(self.run_calls)
+
+    # -- what strategy code uses ------------------------------------------------------------
+    def used_with_strategy(self, call: ast.Call) -> bool:
+        """Whether the object ``call`` creates is used by code that runs with the strategy.
+
+        The object is followed through the names it is bound to (``x = Make()``,
+        ``self.x = ...``, ``ckpt = tf.train.Checkpoint(v=Make())``, the receiver of
+        ``model.compile(optimizer=Make())``) and through ``return`` to the names that the
+        module's calls of the function made outside a scope bind. It is used with the strategy
+        when one of those names is read inside a ``strategy.scope()`` block, in a replica
+        function or code only called from scope, in a function that calls ``strategy.run``,
+        in ``strategy.run``'s arguments, or passed to a module function that opens a scope or
+        calls ``run``. When the object cannot be followed (``f(Make())`` as a statement) it
+        counts as used. Restored models, coordinator-side evaluation metrics and eager
+        bookkeeping variables that never reach strategy code are not."""
+        if self._strategy_site(call):
+            return True
+        bound = self._names_bound_to(call, 0)
+        if bound is None:
+            return True
+        return any(self._read_by_strategy_code(name, scope) for name, scope in bound)
+
+    def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST]] | None:
+        """(dotted name, scope) pairs the value of ``expr`` is bound to; ``None`` if unknown."""
+        if depth > 3:
+            return None
+        node = expr
+        parent = self.a.parent(node)
+        while isinstance(parent, (ast.Call, ast.keyword, ast.List, ast.Tuple, ast.Dict, ast.IfExp,
+                                  ast.BoolOp, ast.Starred, ast.Subscript, ast.Attribute)):
+            node, parent = parent, self.a.parent(parent)
+        scope = self.a.enclosing_function(expr) or self.a.tree
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and node is parent.value:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            out = []
+            for t in targets:
+                for leaf in ast.walk(t):
+                    if isinstance(leaf, (ast.Name, ast.Attribute)) and isinstance(leaf.ctx, ast.Store):
+                        d = dotted(leaf)
+                        if d is None:
+                            return None
+                        out.append((d, scope))
+            return out
+        if isinstance(parent, ast.Return) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self._returned_to(scope, depth)
+        if (isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is not expr
+                and isinstance(node.func, ast.Attribute)):
+            # ``model.compile(optimizer=Make())``: the object belongs to the receiver
+            owner = dotted(node.func.value)
+            if owner is not None:
+                return [(owner, scope)]
+        return None
+
+    def _returned_to(self, func: ast.AST, depth: int) -> list[tuple[str, ast.AST]] | None:
+        """Names that the module's calls of ``func`` made outside any scope bind its result to
+        (the calls made inside a scope create their objects there)."""
+        sites = [s for s in self.call_sites(func) if not self.in_scope(s)]
+        if not sites:
+            return None  # returned to callers this module does not show
+        out = []
+        for site in sites:
+            got = self._names_bound_to(site, depth + 1)
+            if got is None:
+                return None
+            out.extend(got)
+        return out
+
+    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0) -> bool:
+        root = self.a.tree if name.startswith("self.") or isinstance(scope, ast.Module) else scope
+        for node in ast.walk(root):
+            if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)):
+                continue
+            if dotted(node) != name:
+                continue
+            if self._strategy_site(node):
+                return True
+            parent = self.a.parent(node)
+            if (isinstance(parent, ast.Return) and depth < 3 and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and self.a.enclosing_function(node) is scope):
+                # ``model = Make(); return model``: follow it to what the callers bind
+                bound = self._returned_to(scope, depth + 1)
+                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1) for n, s in bound):
+                    return True
+        return False
+
+    def _strategy_site(self, node: ast.AST) -> bool:
+        if self.in_scope(node):
+            return True
+        func = self.a.enclosing_function(node)
+        while func is not None:
+            if func in self.replica_functions or self.calls_run(func):
+                return True
+            func = self.a.enclosing_function(func)
+        for anc in self.a.ancestors(node):
+            if isinstance(anc, ast.stmt):
+                break
+            if not isinstance(anc, ast.Call):
+                continue
+            if anc in self._run_call_set:
+                return True
+            if isinstance(anc.func, ast.Name):
+                for target in self.a.functions.get(anc.func.id, []):
+                    if self.calls_run(target) or self._opens_scope(target):
+                        return True
+        return False
+
+    def _opens_scope(self, func: ast.AST) -> bool:
+        blocks = self._scope_block_set
+        return any(n in blocks for n in walk_own(getattr(func, "body", [])))
 
     # -- distributed datasets ---------------------------------------------------------------
     def is_distribute_call(self, expr: ast.AST | None) -> bool:

@@ -10,7 +10,9 @@ A function is traced when it is
 - called from traced code in the same module (transitively): ``helper(x)``, ``self.helper(x)``.
 
 Functions handed to ``tf.py_function`` / ``tf.numpy_function`` run eagerly even when created
-inside traced code; they and their bodies are not traced.
+inside traced code; they and their bodies are not traced. So do functions decorated with a
+module function that hands the function it decorates to one of those (``@py_func`` or
+``@py_func(Tout=tf.float32)``), wherever they are called or mapped.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ EAGER_WRAPPERS = frozenset(
         "tensorflow.py_function",
         "tensorflow.numpy_function",
         "tensorflow.compat.v1.py_func",
+        "tensorflow.compat.v1.py_function",
+        "tensorflow.compat.v1.numpy_function",
         "tensorflow.experimental.numpy_function",
         "tensorflow.py_func",
         "tensorflow.python.ops.script_ops.eager_py_func",
@@ -170,6 +174,7 @@ class TracedFunctions:
                         break
 
         aliases = a.imports.aliases
+        eager_decorators: set[ast.AST] = set()
         for node in a.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for dec in node.decorator_list:
@@ -211,6 +216,7 @@ class TracedFunctions:
                     )
                     if arg is not None:
                         self.eager.update(self._resolve_callable(arg, node))
+                        self._note_eager_parameter(arg, node, eager_decorators)
                 elif (
                     isinstance(node.func, ast.Attribute)
                     and node.func.attr in DATASET_TRACING_METHODS
@@ -222,6 +228,11 @@ class TracedFunctions:
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
                         self.entry_points.setdefault(f, "autograph")
+
+        if eager_decorators:
+            self._eager_decorated(eager_decorators)
+        for f in self.eager:  # a py_function body runs eagerly, whoever else names it
+            self.reasons.pop(f, None)
 
         # Functions that traced code calls, transitively; and functions that traced code hands
         # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
@@ -354,6 +365,33 @@ class TracedFunctions:
                         seen.add(callee)
                         work.append(callee)
         return seen
+
+    def _note_eager_parameter(self, arg: ast.AST, call: ast.Call, out: set[ast.AST]) -> None:
+        """``tf.py_function(fn, ...)`` where ``fn`` is a parameter: the function taking it (and
+        the functions around that one) wrap what they are given into eager code: decorators."""
+        if isinstance(arg, ast.Call) and self.a.call_name(arg) == "functools.partial" and arg.args:
+            arg = arg.args[0]
+        if not isinstance(arg, ast.Name):
+            return
+        owner = None
+        for anc in self.a.ancestors(call):
+            if isinstance(anc, _FUNCS) and arg.id in _param_names(anc):
+                owner = anc
+                break
+        while owner is not None:
+            out.add(owner)
+            owner = self.a.enclosing_function(owner)
+
+    def _eager_decorated(self, decorators: set[ast.AST]) -> None:
+        """Functions decorated with such a wrapper (``@py_func`` or ``@py_func(Tout=...)``)
+        run eagerly when called."""
+        for node in self.a.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Name) and any(
+                    d in decorators for d in self.a.lookup_function(target.id, node)
+                ):
+                    self.eager.add(node)
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""

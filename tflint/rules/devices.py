@@ -102,6 +102,11 @@ def _creates_tensors(q: str | None, call: ast.Call | None = None, a=None) -> boo
     return not q.startswith(_HARMLESS_PREFIXES)
 
 
+# Results of TensorFlow calls that hold no device buffer of their own.
+_NOT_TENSORS = frozenset({"TensorShape", "TensorSpec", "as_dtype", "DType", "name_scope", "device",
+                          "get_static_value", "dimension_value", "executing_eagerly"})
+
+
 # TFL501 (soft-device-placement) was removed: soft placement is on by default in TensorFlow 2,
 # so `set_soft_device_placement(True)` changes nothing (tflint.rules.RETIRED; the premise test is
 # tests/premises/test_devices.py).
@@ -275,7 +280,11 @@ class TensorsAccumulatedInLoop(Rule):
     what = (
         "Checks for `list.append(t)` in a training loop (a loop that runs a train step, "
         "`apply_gradients` or `tape.gradient`) where `t` is a tensor — the result of a traced "
-        "step, a model or loss call, or a TensorFlow op — and the list outlives the iteration."
+        "step, a model or loss call, or a TensorFlow op — and the list outlives the iteration. "
+        "Bounded accumulation of scalars is not reported: a scalar (a reduction, a loss, a "
+        "metric's `result()`) appended once per epoch, or in a loop of a stated number of "
+        "iterations (`range(10)`), keeps a few bytes per entry, not a buffer per step. Loops "
+        "that run once (`for x in ds.take(1)`) are not training loops."
     )
     why = (
         "Each appended tensor keeps its device buffer (and, for eager results of a recorded "
@@ -348,6 +357,59 @@ class TensorsAccumulatedInLoop(Rule):
                 epoch_losses.append(lr)
                 train_step(tf.constant(1.0))
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_mean(x)
+
+        train_loss = tf.keras.metrics.Mean()
+        history = []
+        for epoch in range(20):
+            for x in tf.data.Dataset.range(3).map(float).batch(2):
+                train_loss.update_state(train_step(x))
+            history.append(train_loss.result())
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_mean(x * 2.0)
+
+        losses = []
+        for epoch in range(num_epochs):
+            loss = train_step(full_batch)
+            losses.append(loss)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return x * 2.0
+
+        samples = []
+        for x in dataset.take(1):
+            samples.append(train_step(x))
+        """,
+        """
+        import tensorflow as tf
+
+        def wrap(t):
+            return tf.identity(t)
+
+        @tf.function
+        def build(xs):
+            return [wrap(x) for x in xs]
+
+        def convert(inputs):
+            outputs = []
+            for inp in inputs:
+                outputs.append(wrap(inp))
+            return outputs
+        """,
     ]
     INVALID = [
         """
@@ -385,9 +447,21 @@ class TensorsAccumulatedInLoop(Rule):
 
         step_fn = tf.function(lambda x: x * 2)
         outs = []
-        for i in range(100):
+        for i in range(num_steps):
             out = step_fn(tf.constant(float(i)))
             outs.append(tf.reduce_mean(out))  # expect: TFL503
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return x * 2.0
+
+        outputs = []
+        for epoch in range(5):
+            for x in dataset:
+                outputs.append(train_step(x))  # expect: TFL503
         """,
     ]
 
@@ -416,6 +490,8 @@ class TensorsAccumulatedInLoop(Rule):
             why = self._tensor_source(ctx, node.args[0], node, depth=0)
             if why is None:
                 continue
+            if self._bounded(ctx, target, node) and self._is_scalar(ctx, node.args[0], node, 0):
+                continue  # a bounded list of scalars
             lst = ast.get_source_segment(ctx.source, target) or "list"
             value = node.args[0]
             simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
@@ -427,6 +503,87 @@ class TensorsAccumulatedInLoop(Rule):
                 "`.numpy()`, or use a `tf.keras.metrics.Mean`".format(loop.lineno),
                 fix=Fix("Append the value as a NumPy array (`.numpy()`)", edits, "unsafe"),
             )
+
+    # -- bounded accumulation of scalars -----------------------------------------------------
+    _BOUND_LIMIT = 10_000
+
+    def _bounded(self, ctx: RuleContext, target: ast.AST, at: ast.AST) -> bool:
+        """Every loop that appends to the list without re-creating it runs a few times: over
+        epochs (or folds, trials...) or a stated number of iterations."""
+        a = ctx.analysis
+        binding = None
+        if isinstance(target, ast.Name):
+            binding = self._list_binding(ctx, target.id, at)
+        outer = set(a.loops.enclosing_loops(binding)) if binding is not None else set()
+        for loop in a.loops.enclosing_loops(at):
+            if loop in outer:
+                break
+            bound = a.loops.iteration_bound(loop)
+            if not (a.loops.is_over_runs(loop) or (bound is not None and bound <= self._BOUND_LIMIT)):
+                return False
+        return True
+
+    @staticmethod
+    def _list_binding(ctx: RuleContext, name: str, at: ast.AST) -> ast.AST | None:
+        """The last ``name = [...]`` before ``at`` in its function (or the module)."""
+        func = ctx.analysis.enclosing_function(at)
+        body = func.body if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) else ctx.tree.body
+        best = None
+        for n in walk_body(body):
+            if (isinstance(n, ast.Assign) and (n.lineno, n.col_offset) < (at.lineno, at.col_offset)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                    and (best is None or n.lineno > best.lineno)):
+                best = n
+        return best
+
+    _REDUCTIONS = frozenset({"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+                             "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_std",
+                             "reduce_variance", "l2_loss", "compute_average_loss", "count_nonzero",
+                             "mean", "sum", "max", "min", "prod", "norm", "std", "var"})
+
+    def _is_scalar(self, ctx: RuleContext, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+        """``expr`` is a scalar tensor: a full reduction (``tf.reduce_mean(x)``, no axis), a
+        Keras loss object's call, a metric's ``result()``, a tf.function of the module whose
+        every return value is one, or a name bound to one of those."""
+        a = ctx.analysis
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Name):
+            value = self._assignment_before(ctx, expr.id, at)
+            return value is not None and self._is_scalar(ctx, value, value, depth + 1)
+        if isinstance(expr, ast.BinOp):
+            return self._is_scalar(ctx, expr.left, at, depth + 1) and self._is_scalar(ctx, expr.right, at, depth + 1)
+        if isinstance(expr, ast.Constant):
+            return isinstance(expr.value, (int, float))
+        if not isinstance(expr, ast.Call):
+            return False
+        f = expr.func
+        q = a.call_name(expr)
+        if q:
+            base, _, last = q.rpartition(".")
+            if base.startswith(("tensorflow", "keras.ops")) and last in self._REDUCTIONS:
+                return len(expr.args) < 2 and not any(k.arg in ("axis", "keepdims") for k in expr.keywords)
+            if q.endswith("()") and q.startswith(("keras.losses.", "tensorflow.keras.losses.")):
+                return True
+            if base.endswith("()") and base.startswith("keras.metrics.") and last == "result":
+                return True
+        if isinstance(f, ast.Attribute) and f.attr == "result" and not expr.args:
+            return isinstance(f.value, ast.Name) and self._metric_object(ctx, f.value, expr)
+        if a.loops.is_step_call(expr) or (isinstance(f, ast.Name) and f.id in a.loops.traced_names):
+            targets = a.traced._resolve_callable(f, expr, called=True)
+            returns = [n for t in targets if not isinstance(t, ast.Lambda)
+                       for n in walk_body(t.body) if isinstance(n, ast.Return)]
+            returns += [t.body for t in targets if isinstance(t, ast.Lambda)]
+            values = [r.value if isinstance(r, ast.Return) else r for r in returns]
+            return bool(values) and all(
+                v is not None and self._is_scalar(ctx, v, v, depth + 1) for v in values
+            )
+        return False
+
+    def _metric_object(self, ctx: RuleContext, name: ast.Name, at: ast.AST) -> bool:
+        value = self._assignment_before(ctx, name.id, at)
+        q = ctx.analysis.call_name(value) if isinstance(value, ast.Call) else None
+        return bool(q) and q.startswith(("keras.metrics.", "tensorflow.keras.metrics."))
 
     @staticmethod
     def _bound_inside(target: ast.AST, loop: ast.AST) -> bool:
@@ -486,6 +643,8 @@ class TensorsAccumulatedInLoop(Rule):
             return None
         q = a.call_name(expr)
         if q:
+            if q.rsplit(".", 1)[-1] in _NOT_TENSORS:
+                return None
             if q.startswith("tensorflow.") and _creates_tensors(q):
                 return f"result of `{q.replace('tensorflow.', 'tf.', 1)}`"
             if q.startswith("keras.ops.") and q != "keras.ops.convert_to_numpy":
@@ -495,12 +654,10 @@ class TensorsAccumulatedInLoop(Rule):
                 return "output of a Keras model or loss call"
             if base.endswith("()") and base.startswith("keras.metrics.") and method == "result":
                 return "a metric's `result()`"
-        # Traced functions and Keras objects of the module.
+        # tf.functions and Keras objects of the module (a helper that is traced only because
+        # traced code calls it runs eagerly here: its result is whatever it returns).
         traced = a.traced
-        targets = traced._resolve_callable(f, expr, called=True)
-        if any(traced.is_traced_function(t) for t in targets) or (
-            isinstance(f, ast.Name) and f.id in a.loops.traced_names
-        ):
+        if a.loops.is_step_call(expr):
             return "output of a traced step"
         if isinstance(f, ast.Name):
             value = self._assignment_before(ctx, f.id, expr)

@@ -45,6 +45,8 @@ def creation_kind(a, call: ast.Call) -> str | None:
     TensorFlow state that a strategy must own."""
     q = a.call_name(call)
     if q:
+        if q.endswith("()") or "()." in q:
+            return None  # calling an instance (``metric(y, p)``, ``model(x)``) creates nothing
         last = q.rsplit(".", 1)[-1]
         if q in _MODEL_CALLS or (q.startswith("keras.applications.") and last[:1].isupper()):
             return "model"
@@ -71,8 +73,12 @@ class VariableOutsideStrategyScope(Rule):
     what = (
         "Checks, in a module that trains with a `tf.distribute` strategy (it enters "
         "`strategy.scope()` or calls `strategy.run`), for Keras models, optimizers, metrics and "
-        "`tf.Variable`s created by code that runs outside every `strategy.scope()` block: at "
-        "module level, or in a function called from there."
+        "`tf.Variable`s created by code that runs outside every `strategy.scope()` block (at "
+        "module level, or in a function called from there) and used by code that runs with "
+        "the strategy: inside a scope block, in a replica function, in `strategy.run`'s "
+        "arguments, or passed to a function that opens a scope or calls `run`. Objects kept "
+        "apart on purpose (a model restored for evaluation, a coordinator-side metric, an "
+        "eager bookkeeping variable) are not reported."
     )
     why = (
         "A strategy owns only the variables created inside its scope: there they become "
@@ -158,6 +164,48 @@ class VariableOutsideStrategyScope(Rule):
 
         strategy.run(step, args=(1.0,))
         """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            model.compile(optimizer="adam", loss="mse")
+        model.fit(train_ds, epochs=2)
+        model.save("model.keras")
+
+        # evaluated without the strategy, on purpose
+        restored = tf.keras.models.load_model("model.keras")
+        restored.evaluate(test_ds)
+        eval_model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        eval_model.load_weights("weights.h5")
+        eval_accuracy = tf.keras.metrics.BinaryAccuracy()
+        for x, y in test_ds:
+            eval_accuracy.update_state(y, eval_model(x))
+        """,
+        """
+        import tensorflow as tf
+
+        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            optimizer = tf.keras.optimizers.SGD()
+
+        @tf.function
+        def step(it):
+            def replica_fn(x):
+                return model(x)
+            return strategy.run(replica_fn, args=(next(it),))
+
+        epoch = tf.Variable(0)            # eager bookkeeping on the coordinator
+        eval_accuracy = tf.keras.metrics.Accuracy()
+        for _ in range(3):
+            coordinator.schedule(step, args=(iterator,))
+            epoch.assign_add(1)
+        for x, y in eval_ds:
+            eval_accuracy.update_state(y, tf.argmax(model(x), axis=-1))
+        """,
     ]
     INVALID = [
         """
@@ -179,6 +227,16 @@ class VariableOutsideStrategyScope(Rule):
         optimizer = keras.optimizers.Adam(1e-3)  # expect: TFL505
         loss_metric = keras.metrics.Mean()  # expect: TFL505
         global_step = tf.Variable(0, trainable=False)  # expect: TFL505
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            loss_metric.update_state(loss)
+            global_step.assign_add(1)
+
+        strategy.run(replica_step, args=(1.0, 1.0))
         """,
         """
         import tensorflow as tensorflow_lib
@@ -195,6 +253,7 @@ class VariableOutsideStrategyScope(Rule):
             model = build()
             with strategy.scope():
                 opt = tensorflow_lib.keras.optimizers.SGD()
+                model.compile(optimizer=opt, loss='mse')
 
         main()
         """,
@@ -221,6 +280,8 @@ class VariableOutsideStrategyScope(Rule):
             kind = creation_kind(a, node)
             if kind is None or not facts.runs_outside_scope(node) or facts.in_scope(node):
                 continue
+            if not facts.used_with_strategy(node):
+                continue  # restored, evaluated or counted outside the strategy on purpose
             what = ctx.segment(node.func) or kind
             ctx.report(
                 node,

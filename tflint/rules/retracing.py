@@ -381,12 +381,11 @@ class TfFunctionCreatedRepeatedly(Rule):
         """
         import tensorflow as tensorflow_lib
 
-        while True:
+        for _ in range(3):
             @tensorflow_lib.function(jit_compile=True)  # expect: TFL202
             def step(x):
                 return x
             step(1.0)
-            break
         """,
     ]
 

@@ -1,0 +1,390 @@
+"""Regression tests for the false-positive classes found on real code (issue: precision).
+
+Each class is fixed in the shared fact the rules read (``tflint/analysis``), so each test checks
+the fact and a rule that reads it, with a look-alike that must still fire.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from tests.rule_harness import run_rules
+from tflint.analysis import Analysis
+from tflint.rules import get_rule
+
+
+def analyse(src: str) -> Analysis:
+    src = textwrap.dedent(src)
+    return Analysis(ast.parse(src), src)
+
+
+def findings(src: str, *codes: str) -> list[tuple[int, str]]:
+    rules = [get_rule(c) for c in codes]
+    return [(f.line, f.code) for f in run_rules(textwrap.dedent(src), rules)]
+
+
+# -- py_function / numpy_function bodies run eagerly ------------------------------------------
+PY_FUNC_DECORATED = """
+import functools
+import numpy as np
+import tensorflow as tf
+
+def tf_py_func(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return tf.py_function(fn, args, tf.float32)
+    return wrapper
+
+def numpy_op(Tout):
+    def deco(f):
+        def inner(*args):
+            return tf.numpy_function(func=f, inp=args, Tout=Tout)
+        return inner
+    return deco
+
+@tf_py_func
+def load(path):
+    print(path)
+    return np.load(path.numpy().decode())
+
+@numpy_op(tf.float32)
+def augment(x):
+    print(x)
+    return x + np.random.rand()
+
+ds = tf.data.Dataset.from_tensor_slices(["a"]).map(load).map(augment)
+
+@tf.function
+def step(x):
+    return augment(load(x))
+"""
+
+
+def test_py_function_decorated_bodies_are_not_traced():
+    a = analyse(PY_FUNC_DECORATED)
+    for name in ("load", "augment"):
+        (f,) = a.functions[name]
+        assert not a.traced.is_traced_function(f), name
+        assert a.traced.traced_function_of(f.body[0]) is None, name
+    (step,) = a.functions["step"]
+    assert a.traced.is_traced_function(step)
+    assert findings(PY_FUNC_DECORATED, "TFL101", "TFL104", "TFL107") == []
+
+
+def test_look_alike_decorator_without_py_function_still_traced():
+    src = PY_FUNC_DECORATED.replace("tf.py_function(fn, args, tf.float32)", "fn(*args)")
+    assert findings(src, "TFL101", "TFL107") == [(21, "TFL101"), (22, "TFL107")]
+
+
+def test_py_function_given_a_parameter_inside_a_traced_body():
+    src = """
+    import tensorflow as tf
+
+    def eager(fn):
+        return lambda x: tf.py_function(fn, [x], tf.float32)
+
+    @eager
+    def show(x):
+        print(x)
+        return x
+
+    ds = tf.data.Dataset.range(3).map(show)
+    """
+    assert findings(src, "TFL101") == []
+
+
+# -- loops that run once -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "loop,bound",
+    [
+        ("for x in ds.take(1):", 1),
+        ("for x in [next(iter(ds))]:", 1),
+        ("for i in range(1):", 1),
+        ("for i in range(2, 7):", 5),
+        ("for i, x in enumerate(ds.take(3)):", 3),
+        ("for x in ds:", None),
+        ("for x in ds.take(n):", None),
+        ("while True:", None),
+    ],
+)
+def test_iteration_bound(loop, bound):
+    a = analyse(f"{loop}\n    f(x)\n")
+    (node,) = a.loops.loops
+    assert a.loops.iteration_bound(node) == bound
+    assert a.loops.runs_once(node) == (bound is not None and bound <= 1)
+
+
+def test_body_ending_in_break_runs_once_unless_it_can_continue():
+    a = analyse(
+        "for x in ds:\n    f(x)\n    break\n"
+        "for x in ds:\n    if g(x):\n        continue\n    break\n"
+        "for x in ds:\n    for y in x:\n        continue\n    break\n"
+    )
+    once = [a.loops.runs_once(n) for n in a.loops.loops if isinstance(n.iter, ast.Name) and n.iter.id == "ds"]
+    assert once == [True, False, True]
+
+
+SINGLE_BATCH = """
+import tensorflow as tf
+
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+ds = tf.data.Dataset.range(8).batch(2).prefetch(1)
+
+@tf.function
+def train_step(x):
+    return x * 2.0
+
+for images in ds.take(1):
+    preds = model.predict(images)
+
+for batch in ds:
+    out = model.predict(batch)
+    break
+
+samples = []
+for x in [next(iter(ds))]:
+    samples.append(train_step(x))
+
+for x in ds:
+    y = model.predict(x)
+"""
+
+
+def test_single_batch_loops_are_not_per_batch_loops():
+    a = analyse(SINGLE_BATCH)
+    once = [loop for loop in a.loops.loops if a.loops.runs_once(loop)]
+    assert [loop.lineno for loop in once] == [11, 14, 19]
+    assert not any(a.loops.is_training_loop(loop) for loop in once)
+    assert findings(SINGLE_BATCH, "TFL203", "TFL503") == [(23, "TFL203")]
+
+
+def test_function_created_in_a_loop_that_runs_once_is_not_per_iteration():
+    src = """
+    import tensorflow as tf
+
+    while True:
+        @tf.function
+        def step(x):
+            return x
+        step(1.0)
+        break
+
+    for i in range(3):
+        @tf.function
+        def step2(x):
+            return x
+        step2(1.0)
+    """
+    assert findings(src, "TFL202") == [(12, "TFL202")]
+
+
+# -- TFL505: code kept apart from the strategy on purpose ---------------------------------------
+SEPARATE = """
+import tensorflow as tf
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+model.fit(train_ds, epochs=2)
+
+restored = tf.keras.models.load_model("model.keras")
+restored.evaluate(test_ds)
+ckpt = tf.train.Checkpoint(step=tf.Variable(0), model=model)
+ckpt.restore(path)
+epochs_done = tf.Variable(0)
+eval_metric = tf.keras.metrics.Mean()
+
+def evaluate():
+    for x in test_ds:
+        eval_metric.update_state(model(x))
+    epochs_done.assign_add(1)
+
+evaluate()
+"""
+
+
+def test_505_objects_kept_apart_are_not_reported():
+    a = analyse(SEPARATE)
+    calls = [n for n in ast.walk(a.tree) if isinstance(n, ast.Call) and n.lineno in (10, 12, 14, 15)]
+    assert calls and not any(a.strategies.used_with_strategy(c) for c in calls if a.call_name(c) and (
+        a.call_name(c).endswith(("load_model", "Variable", "Mean"))))
+    assert findings(SEPARATE, "TFL505") == []
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "with strategy.scope():\n    restored.compile(optimizer='adam', loss='mse')\n",
+        "def replica_fn(x):\n    return restored(x)\nstrategy.run(replica_fn, args=(1.0,))\n",
+        "strategy.run(lambda: epochs_done.assign_add(1))\n",
+        "def train(m):\n    with strategy.scope():\n        m.compile(loss='mse')\ntrain(restored)\n",
+    ],
+)
+def test_505_still_reports_objects_that_reach_strategy_code(use):
+    src = textwrap.dedent(SEPARATE) + use
+    got = findings(src, "TFL505")
+    assert got and all(code == "TFL505" for _, code in got)
+    assert {line for line, _ in got} <= {10, 12, 14, 15}
+
+
+# -- TFL503: bounded accumulation of scalars ----------------------------------------------------
+def test_503_bounded_scalars_are_not_reported():
+    src = """
+    import tensorflow as tf
+
+    @tf.function
+    def train_step(x):
+        return tf.reduce_mean(x)
+
+    loss_fn = tf.keras.losses.MeanSquaredError()
+    metric = tf.keras.metrics.Mean()
+    history, per_step, losses = [], [], []
+    for epoch in range(epochs):
+        for x in dataset:
+            metric.update_state(train_step(x))
+        history.append(metric.result())
+        losses.append(train_step(full_batch))
+    for i in range(100):
+        per_step.append(loss_fn(y, train_step(x)))
+    """
+    assert findings(src, "TFL503") == []
+
+
+def test_503_unbounded_or_non_scalar_still_reported():
+    src = """
+    import tensorflow as tf
+
+    @tf.function
+    def train_step(x):
+        return tf.reduce_mean(x)
+
+    @tf.function
+    def predict_step(x):
+        return x * 2.0
+
+    losses, outputs, every = [], [], []
+    for x in dataset:
+        losses.append(train_step(x))
+    for epoch in range(epochs):
+        outputs.append(predict_step(val_x))
+        for x in dataset:
+            every.append(train_step(x))
+    """
+    assert findings(src, "TFL503") == [(14, "TFL503"), (16, "TFL503"), (18, "TFL503")]
+
+
+def test_503_helpers_traced_only_through_callers_are_not_steps():
+    # graph-building code (tensorflow/python/ops/parallel_for) collects per-input results of
+    # helpers that traced code also calls: not a training loop
+    src = """
+    import tensorflow as tf
+
+    def wrap(t, stacked):
+        return (tf.identity(t), stacked)
+
+    @tf.function
+    def converted(xs):
+        return [wrap(x, True) for x in xs]
+
+    def outputs_of(tas):
+        outputs = []
+        shapes = []
+        for ta in tas:
+            outputs.append(wrap(ta.stack(), True))
+            shapes.append(tf.TensorShape(None))
+        return outputs
+    """
+    a = analyse(src)
+    assert not any(a.loops.is_training_loop(loop) for loop in a.loops.loops)
+    assert findings(src, "TFL503") == []
+
+
+TUTORIAL_RESTORE = """
+import tensorflow as tf
+
+def create_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    return model
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = create_model()
+    optimizer = tf.keras.optimizers.Adam()
+    checkpoint = tf.train.Checkpoint(optimizer=optimizer, model=model)
+
+# restore and evaluate without the strategy
+eval_accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+new_model = create_model()
+new_optimizer = tf.keras.optimizers.Adam()
+
+@tf.function
+def eval_step(images, labels):
+    eval_accuracy(labels, new_model(images, training=False))
+
+checkpoint = tf.train.Checkpoint(optimizer=new_optimizer, model=new_model)
+checkpoint.restore(tf.train.latest_checkpoint("ckpt"))
+for images, labels in test_dataset:
+    eval_step(images, labels)
+"""
+
+
+def test_505_tutorial_restore_outside_the_strategy_is_not_reported():
+    assert findings(TUTORIAL_RESTORE, "TFL505") == []
+
+
+def test_505_factory_result_used_in_scope_is_reported():
+    src = textwrap.dedent(TUTORIAL_RESTORE) + (
+        "with strategy.scope():\n    new_model.compile(optimizer=optimizer, loss='mse')\n"
+    )
+    assert findings(src, "TFL505") == [(5, "TFL505")]
+
+
+MULTI_WORKER_TUTORIAL = """
+import tensorflow as tf
+
+def build_and_compile_cnn_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(loss="mse", optimizer=tf.keras.optimizers.SGD(learning_rate=0.001))
+    return model
+
+single_worker_model = build_and_compile_cnn_model()   # before any strategy, on purpose
+single_worker_model.fit(train_ds, epochs=3)
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    multi_worker_model = build_and_compile_cnn_model()
+multi_worker_model.fit(train_ds, epochs=3)
+"""
+
+
+def test_505_single_worker_model_built_by_the_shared_factory_is_not_reported():
+    assert findings(MULTI_WORKER_TUTORIAL, "TFL505") == []
+
+
+def test_505_factory_model_later_used_in_scope_is_reported():
+    src = textwrap.dedent(MULTI_WORKER_TUTORIAL) + (
+        "with strategy.scope():\n    single_worker_model.fit(train_ds)\n"
+        "strategy.run(lambda: tf.Variable(0.0))\n"
+    )
+    assert findings(src, "TFL505") == [(5, "TFL505"), (6, "TFL505")]
+
+
+def test_compat_v1_py_function_bodies_run_eagerly():
+    src = """
+    import tensorflow as tf
+
+    def load(x):
+        print(x)
+        return x
+
+    ds = tf.data.Dataset.range(3).map(lambda x: tf.compat.v1.py_function(load, [x], tf.int64))
+    ds = ds.map(lambda x: tf.compat.v1.numpy_function(load, [x], tf.int64))
+    """
+    a = analyse(src)
+    (load,) = a.functions["load"]
+    assert not a.traced.is_traced_function(load)
+    assert findings(src, "TFL101") == []
