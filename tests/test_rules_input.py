@@ -505,3 +505,26 @@ def test_tfl401_module_level_options_applied_in_a_function():
         pass
     """
     assert lines_at(src, DatasetWithoutPrefetch, "2.21") == [14]
+
+
+def test_tfl402_map_function_passed_in_as_a_parameter():
+    """``make(parser)`` maps a function its callers pass in: the callers' functions count."""
+    src = """
+    import tensorflow as tf
+
+    def make(files, parser):
+        return tf.data.TFRecordDataset(files).map(parser)
+
+    def train(files):
+        def augment(record):
+            return tf.image.random_flip_left_right(tf.io.parse_tensor(record, tf.float32))
+        return make(files, parser=augment)
+
+    def evaluate(files):
+        def decode(record):
+            return tf.io.parse_tensor(record, tf.float32)
+        return make(files, decode)
+    """
+    assert lines_at(src, MapWithoutParallelCalls, "2.21") == [5]
+    stateless_only = src.replace("tf.image.random_flip_left_right(", "tf.identity(")
+    assert lines_at(stateless_only, MapWithoutParallelCalls, "2.21") == []

@@ -376,23 +376,49 @@ class DatasetFacts:
             return []
         return self.resolve_callable(fn, call)
 
-    def resolve_callable(self, expr: ast.AST, at: ast.AST) -> list[ast.AST]:
+    def resolve_callable(self, expr: ast.AST, at: ast.AST, depth: int = 0) -> list[ast.AST]:
         if isinstance(expr, ast.Lambda):
             return [expr]
         if isinstance(expr, ast.Call):
             if expr.args and self.a.call_name(expr) in ("functools.partial", "tensorflow.function"):
-                return self.resolve_callable(expr.args[0], at)
+                return self.resolve_callable(expr.args[0], at, depth)
             return []
         if isinstance(expr, ast.Name):
             if expr.id in self.a.imports.aliases:
                 return []
-            return self.a.lookup_function(expr.id, at)
+            found = self.a.lookup_function(expr.id, at)
+            if not found and depth < 3:
+                found = self._passed_for_parameter(expr.id, at, depth)
+            return found
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
             cls = self.a.enclosing_class(at)
             if cls is not None:
                 m = self._methods_of(cls).get(expr.attr)
                 return [m] if m is not None else []
         return []
+
+    def _passed_for_parameter(self, name: str, at: ast.AST, depth: int) -> list[ast.AST]:
+        """``def make(parser): ds.map(parser)``: the functions the module's callers of
+        ``make`` pass for the parameter ``parser``."""
+        owner = self.a.enclosing_function(at)
+        if owner is None or isinstance(owner, ast.Lambda):
+            return []
+        params = [p.arg for p in (*owner.args.posonlyargs, *owner.args.args)]
+        kwonly = {p.arg for p in owner.args.kwonlyargs}
+        if name not in params and name not in kwonly:
+            return []
+        out: list[ast.AST] = []
+        for site in self.a.traced.call_sites(owner):
+            arg = next((k.value for k in site.keywords if k.arg == name), None)
+            if arg is None and name in params:
+                i = params.index(name)
+                if i < len(site.args) and not any(isinstance(x, ast.Starred) for x in site.args[: i + 1]):
+                    arg = site.args[i]
+            if arg is not None:
+                for f in self.resolve_callable(arg, getattr(site, "original", site), depth + 1):
+                    if f not in out:
+                        out.append(f)
+        return out
 
     def method_position(self, call: ast.Call) -> tuple[int, int]:
         """(line, col) of the method name in ``recv.method(...)``; the call's start otherwise."""
