@@ -268,7 +268,7 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         msg += " Likely cause: " + "; ".join(c["text"] for c in causes) + "."
     msg += (" Fix: do not keep per-step tensors/arrays alive (append float(loss) or loss.numpy(), not the tensor), "
             "release persistent tapes (del tape), and stop retracing.")
-    src = session.steps.primary if session.steps is not None else None
+    src = session.steps.main_loop() if session.steps is not None else None
     site = getattr(src, "site", None) if src is not None else None
     out.append(
         Signal(
@@ -401,6 +401,7 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
     metrics["step_time_s"] = steps_summary.get("step_time_s", [])
     metrics["mean_step_time_s"] = steps_summary.get("mean_step_time_s")
     metrics["median_step_time_s"] = steps_summary.get("median_step_time_s")
+    metrics["loops"] = steps_summary.get("loops", [])
 
     # each builder is isolated: a bug in one never loses the others
     def guarded(fn: Any, *args: Any) -> list[Signal]:
