@@ -21,6 +21,7 @@ KiB = 1024
 SIGNAL_FIXTURES = [
     "retrace_python_int.py",
     "retrace_shape.py",
+    "retrace_partial_batch.py",
     "none_gradient_unused.py",
     "none_gradient_unwatched.py",
     "soft_placement.py",
@@ -28,6 +29,7 @@ SIGNAL_FIXTURES = [
     "input_stall_fit.py",
     "input_stall_shuffle.py",
     "memory_growth.py",
+    "memory_loss_list.py",
 ]
 CLEAN_FIXTURES = ["clean_custom_loop.py", "clean_fit.py", "clean_fit_numpy.py", "clean_three_loops.py"]
 
@@ -85,6 +87,23 @@ def test_retrace_cause_shape(profiled):
     assert d["retraces"] == 9
     assert re.fullmatch(r"x: TensorSpec\(shape=\(2\d, 8\)\) -> .*\(2\d, 8\)\)?", d["causes"][0]), d["causes"]
     assert "input_signature" in d["fix"] or "reduce_retracing" in d["fix"]
+
+
+def test_retrace_of_the_final_partial_batch_is_info_with_both_remedies(profiled):
+    s = _only(profiled("retrace_partial_batch.py"), "retrace")
+    d = s["details"]
+    assert s["severity"] == "info"
+    assert (d["traces"], d["retraces"]) == (2, 1)
+    assert d["partial_batch"] == {"args": ["x", "y"], "full": 32, "partial": 4}
+    assert "drop_remainder=True" in s["message"] and "None batch dimension" in s["message"]
+    assert "traced 2 times: the first trace + 1 retrace" in s["message"]
+    assert "grows memory" not in s["message"]
+
+
+def test_retrace_counts_add_up(profiled):
+    s = _only(profiled("retrace_python_int.py"), "retrace")
+    assert "traced 12 times: the first trace + 11 retraces" in s["message"]
+    assert s["severity"] == "warning"
 
 
 def test_none_gradient_cause_unused_variable(profiled):
@@ -199,7 +218,26 @@ def test_memory_growth_rate_and_cause(profiled):
     assert "accumulated-tensors" in kinds
     acc = next(c for c in d["causes"] if c["kind"] == "accumulated-tensors")
     assert acc["type"] == "ndarray" and acc["count"] == 300
+    assert acc["name"] == "history" and acc["line"] == 24 and acc["per_step"] == pytest.approx(1.0)
+    assert "`history`" in s["message"] and "memory_growth.py:24" in s["message"]
+    # projected no further than the run went
+    assert d["projected_bytes_after_steps"]["steps"] == 300
     assert run.report["steps"] == 300
+
+
+def test_a_list_gaining_a_tensor_per_step_is_reported_at_any_size(profiled):
+    run = profiled("memory_loss_list.py")
+    s = _only(run, "memory-growth")
+    c = s["details"]["causes"][0]
+    assert (c["name"], c["type"], c["count"], c["line"]) == ("losses", "EagerTensor", 60, 25)
+    assert "one EagerTensor per training step" in s["message"]
+    assert s["severity"] == "warning"
+
+
+def test_retraces_alone_give_no_memory_cause(profiled):
+    # a retrace bug: every step traces again; nothing is appended anywhere
+    run = profiled("retrace_python_int.py")
+    assert run.signals("memory-growth") == []
 
 
 @pytest.mark.parametrize("name", CLEAN_FIXTURES)

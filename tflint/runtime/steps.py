@@ -142,6 +142,11 @@ class StepTracker(Hook):
         self._loop_steps = 0
         self._eager_mark = 0.0
         self.keras_note: str | None = None
+        self.containers: Any = None
+        if "memory-growth" in getattr(session, "signals", ()):
+            from tflint.runtime.memory import ContainerWatch
+
+            self.containers = ContainerWatch()
 
     # -- hook ---------------------------------------------------------------------------
     def check(self) -> str | None:
@@ -349,6 +354,8 @@ class StepTracker(Hook):
         self.count = self._loop_steps
         if dt is not None:
             self.last_step_time = dt
+        if self.containers is not None and _sample_containers(loop.n):
+            self.containers.sample(sys._getframe(1), self.count)
         self.session._on_step(self.count, t1)
 
     def finish(self) -> None:
@@ -420,6 +427,8 @@ class StepTracker(Hook):
         self.count = src.n
         if dt is not None:
             self.last_step_time = dt
+        if self.containers is not None and _sample_containers(src.n):
+            self.containers.sample(sys._getframe(1), src.n)
         self.session._on_step(src.n, now)
 
     def keras_batch_end(self, model: Any) -> None:
@@ -465,6 +474,11 @@ class StepTracker(Hook):
             d["median_step_time_s"] = pts[len(pts) // 2]
         d["span_s"] = (main.last - main.first) if main.last is not None and main.first is not None else None
         return d
+
+
+def _sample_containers(n: int) -> bool:
+    """Steps 4, 8, 16, 32, ... of a loop, then every 4096th."""
+    return n >= 4 and (n & (n - 1) == 0 or n % 4096 == 0)
 
 
 def _opt_name(opt: Any) -> str:
