@@ -101,13 +101,28 @@ def split_fix(message: str) -> tuple[str, str]:
 
 
 def headline(message: str, limit: int = 90) -> str:
-    """The first clause of a message, for one-line summaries."""
+    """The first sentence of a message, for one-line summaries: whole, or cut at a word with "…"."""
     text = split_fix(message)[0]
-    for sep in (": ", ". ", "; ", " — "):
-        cut = text.find(sep)
-        if 20 <= cut <= limit:
-            return text[:cut]
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    cut = text.find(". ")
+    first = text[: cut + 1] if cut >= 0 else text
+    if len(first) <= limit:
+        return first
+    head = first[: limit - 1]
+    if " " in head[limit // 2 :]:
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:—(") + "…"
+
+
+def _exception_line(text: Any) -> str:
+    """An exception for the header: its first line (the traceback is printed once, above)."""
+    if not text:
+        return "an exception"
+    lines = str(text).strip().splitlines()
+    line = lines[0].rstrip() if lines else str(text)
+    more = len(lines) > 1
+    if len(line) > 100:
+        line, more = line[:99].rstrip(), True
+    return line + (" … (traceback above)" if more else "")
 
 
 def _text(value: Any, limit: int = 6) -> str:
@@ -178,7 +193,7 @@ class TerminalRenderer:
         if outcome == "interrupted":
             t.append(" · interrupted (partial report)", style="bold yellow")
         elif outcome == "exception":
-            t.append(f" · raised {run.get('exception') or 'an exception'}", style="bold red")
+            t.append(f" · raised {_exception_line(run.get('exception'))}", style="bold red")
         elif code not in (None, 0):
             t.append(f" · exit {code}", style="bold red")
         else:
