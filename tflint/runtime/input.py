@@ -63,7 +63,7 @@ _FILE_SOURCES = ("TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset
 
 
 def _fn_name(f: Any) -> str | None:
-    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None)
+    name = getattr(f, "__name__", None) or getattr(f, "__qualname__", None)
     return str(name) if name else None
 
 
@@ -156,7 +156,8 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
             flags["cache"] = True
         mf = getattr(d, "_map_func", None)
         fname = _fn_name(getattr(mf, "_func", None)) if mf is not None else None
-        keras_internal = bool(fname and "DataAdapter." in fname)  # Keras' own adapter pipeline
+        qualname = str(getattr(getattr(mf, "_func", None), "__qualname__", "")) if mf is not None else ""
+        keras_internal = "DataAdapter." in qualname  # Keras' own adapter pipeline
         if keras_internal:
             flags["keras_adapter"] = True
         if "ParallelMap" in name or "ParallelInterleave" in name or "ParallelBatch" in name:
@@ -292,6 +293,11 @@ class InputHook(Hook):
         self._dist_sum_wait = 0.0
         self._dist_sum_interval = 0.0
         self._dist_first_batch_seen = False
+        self._dist_peers: list[float] = []
+        self._dist_pending_peer = 0.0
+        self._dist_sum_peer = 0.0
+        self._dist_coll_mark = 0.0
+        self._dist_inner_timed = False
         self.first_fetch_t0: float | None = None  # start of the first eager fetch
         self._fetch_start: float | None = None  # start of the first eager fetch since the last step
         self._graph_ds: dict[int, Any] = {}  # id(tf.function) -> description of the dataset read in its trace
@@ -358,8 +364,10 @@ class InputHook(Hook):
 
         def make_next(orig: Any) -> Any:
             def _next_internal(it: Any) -> Any:
-                if not hook.active or getattr(tls, "inside", False):
+                if not hook.active:
                     return orig(it)
+                if getattr(tls, "inside", False):
+                    return inner_fetch(orig, it)
                 if executing_eagerly():
                     t0 = perf()
                     result = orig(it)
@@ -412,9 +420,22 @@ class InputHook(Hook):
 
             return __init__
 
+        def inner_fetch(orig: Any, it: Any) -> Any:
+            # a fetch of this worker's own pipeline inside a distributed fetch: timed apart
+            if not executing_eagerly():
+                return orig(it)
+            t0 = perf()
+            try:
+                return orig(it)
+            finally:
+                tls.inner = getattr(tls, "inner", 0.0) + (perf() - t0)
+                tls.inner_n = getattr(tls, "inner_n", 0) + 1
+
         def make_next_optional(orig: Any) -> Any:
             # Keras fit with steps_per_execution > 1 fetches through get_next_as_optional
             def get_next_as_optional(it: Any) -> Any:
+                if hook.active and getattr(tls, "inside", False):
+                    return inner_fetch(orig, it)
                 if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
                     return orig(it)
                 return probe(lambda: orig(it), it)
@@ -428,6 +449,7 @@ class InputHook(Hook):
                     return orig(it, *args, **kwargs)
                 if executing_eagerly():
                     tls.inside = True
+                    tls.inner, tls.inner_n = 0.0, 0
                     t0 = perf()
                     try:
                         result = orig(it, *args, **kwargs)
@@ -435,7 +457,7 @@ class InputHook(Hook):
                         tls.inside = False
                     t1 = perf()
                     try:
-                        hook._on_dist_wait(it, t0, t1, result)
+                        hook._on_dist_wait(it, t0, t1, result, tls.inner if tls.inner_n else None)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "distributed iterator wait")
                     return result
@@ -516,9 +538,15 @@ class InputHook(Hook):
         except Exception:  # noqa: BLE001 - only the description of the dataset is lost
             pass
 
-    def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any) -> None:
-        """An eager fetch from a distributed iterator (one step's batch for all replicas)."""
-        self._on_eager_wait(it, t1 - t0, t0)
+    def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any, own: float | None = None) -> None:
+        """An eager fetch from a distributed iterator (one step's batch for all replicas).
+        ``own``: the part spent in this worker's own pipeline (None when it was not timed)."""
+        fetch = t1 - t0
+        self._dist_inner_timed = self._dist_inner_timed or own is not None
+        own = fetch if own is None else min(own, fetch)
+        self._on_eager_wait(it, own, t0)
+        dist = getattr(self.session, "distribute", None)
+        coll = dist.collective_wait() if dist is not None and dist.collective_probes else 0.0
         with self._lock:
             self._dist_calls += 1
             if self._dist_calls >= 3:
@@ -526,15 +554,21 @@ class InputHook(Hook):
                 interval = t0 - self._dist_last_start
                 self._dist_sum_interval += interval
                 self._dist_sum_wait += self._dist_pending_wait
+                peer = self._dist_pending_peer + max(0.0, coll - self._dist_coll_mark)
+                self._dist_sum_peer += peer
                 if closed % self._dist_stride == 0:
                     self._dist_intervals.append(interval)
                     self._dist_waits.append(self._dist_pending_wait)
+                    self._dist_peers.append(peer)
                     if len(self._dist_intervals) >= MAX_DIST_SAMPLES:
                         self._dist_intervals = self._dist_intervals[::2]
                         self._dist_waits = self._dist_waits[::2]
+                        self._dist_peers = self._dist_peers[::2]
                         self._dist_stride *= 2
             self._dist_last_start = t0
-            self._dist_pending_wait = t1 - t0
+            self._dist_pending_wait = own
+            self._dist_pending_peer = fetch - own  # e.g. agreeing with the peers on end of data
+            self._dist_coll_mark = coll
         if not self._dist_first_batch_seen:
             self._dist_first_batch_seen = True
             from tflint.runtime.distribute import observe_first_batch
@@ -548,15 +582,34 @@ class InputHook(Hook):
         from tflint.runtime.distribute import summarize
 
         with self._lock:
-            intervals, waits = list(self._dist_intervals), list(self._dist_waits)
-            total_i, total_w = self._dist_sum_interval, self._dist_sum_wait
+            intervals, waits, peers = list(self._dist_intervals), list(self._dist_waits), list(self._dist_peers)
+            total_i, total_w, total_p = self._dist_sum_interval, self._dist_sum_wait, self._dist_sum_peer
         if not intervals:
             return {}
+        dist = getattr(self.session, "distribute", None)
+        probes = bool(dist is not None and dist.collective_probes)
+        compute = max(0.0, total_i - total_w - total_p)
+
+        def share(v: float) -> float | None:
+            return round(v / total_i, 4) if total_i > 0 else None
+
         return {
             "steps_observed": len(intervals),
             "step_time_s": summarize(intervals),
             "input_wait_s": summarize(waits),
-            "input_wait_share": round(total_w / total_i, 4) if total_i > 0 else None,
+            "input_wait_share": share(total_w),
+            "peer_wait_s": summarize(peers),
+            "split": {
+                "time_s": round(total_i, 6),
+                "input_wait_s": round(total_w, 6),
+                "peer_wait_s": round(total_p, 6),
+                "compute_s": round(compute, 6),
+                "input_wait_share": share(total_w),
+                "peer_wait_share": share(total_p),
+                "compute_share": share(compute),
+                "collectives_timed": probes,
+                "own_pipeline_timed": self._dist_inner_timed,
+            },
         }
 
     def _graph_totals(self, force: bool = False) -> tuple[float, float, float]:

@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tflint.profiler.renderers import device_memory, metric_scalar, metric_series
-from tflint.profiler.report import SIGNAL_KINDS
+from tflint.profiler.report import MERGED_SIGNAL_KINDS, SIGNAL_KINDS
 
 if TYPE_CHECKING:
     from tflint.profiler.report import Report, Signal
@@ -28,6 +28,7 @@ _TITLES = {
     "soft-placement": "Soft-placement fallbacks",
     "input-stall": "Input stalls",
     "memory-growth": "Memory growth",
+    "straggler": "Stragglers",
 }
 # details keys shown as the "cause" and "fix" columns, first match wins
 _CAUSE_KEYS = ("cause", "causes")
@@ -167,7 +168,7 @@ class TerminalRenderer:
 
         out: list[Any] = [Text(""), self._header(report)]
         out.append(self._summary(report))
-        for kind in SIGNAL_KINDS:
+        for kind in _kinds(report):
             signals = report.signals_of(kind)
             if signals:
                 out.append(self._table(kind, signals))
@@ -207,7 +208,7 @@ class TerminalRenderer:
 
         hooks = report.metrics.get("hooks") if isinstance(report.metrics.get("hooks"), dict) else {}
         rows = []
-        for kind in SIGNAL_KINDS:
+        for kind in _kinds(report):
             signals = sorted(report.signals_of(kind), key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
             hook = hooks.get(kind) if isinstance(hooks.get(kind), dict) else {}
             status = hook.get("status", "ok")
@@ -319,6 +320,11 @@ class TerminalRenderer:
             if info.get("reason"):
                 t.append(f": {info['reason']}")
         return t if t else None
+
+
+def _kinds(report: Report) -> list[str]:
+    """Every profile kind, and the merged-report kinds (stragglers) the report has."""
+    return list(SIGNAL_KINDS) + [k for k in MERGED_SIGNAL_KINDS if report.signals_of(k)]
 
 
 def _isatty(file: Any) -> bool:
