@@ -418,6 +418,11 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
                  exit_code: int | None = None, duration_s: float | None = None) -> Report:
     metrics: dict[str, Any] = {}
     signals: list[Signal] = []
+    if session.steps is not None and session.input is not None:
+        try:  # in-graph input waits read since the last step, before the loops are summed up
+            session.steps.finish()
+        except Exception as exc:  # noqa: BLE001
+            session.steps.fail(exc, "final input-wait attribution")
     steps_summary = session.steps.summary() if session.steps is not None else {"steps": 0}
     steps = int(steps_summary.get("steps") or 0)
     metrics["steps"] = steps

@@ -65,7 +65,10 @@ class WorkersRenderer:
         file = self.file if self.file is not None else sys.stderr
         width = self.width
         if width is None and not _isatty(file):
-            width = 100
+            try:  # a log file or CI: what COLUMNS says, else wide enough for the table
+                width = int(os.environ.get("COLUMNS", "")) or 120
+            except ValueError:
+                width = 120
         console = Console(file=file, width=width, highlight=False, soft_wrap=False)
         for r in self.renderables(report):
             console.print(r)
@@ -85,7 +88,7 @@ class WorkersRenderer:
         table = Table(title="Workers (✗ straggler)" if slow else "Workers", title_justify="left",
                       expand=False, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
         for col in ("Worker", "Strategy", "Batch g/r", "Steps", "Step med/p90", "Input wait",
-                    "Compute", "Peer wait", "Findings", "Exit"):
+                    "Compute/peers", "Findings", "Exit"):
             table.add_column(col, justify="left" if col in ("Worker", "Strategy") else "right",
                              no_wrap=True)
         for wid, row in rows.items():
@@ -99,9 +102,8 @@ class WorkersRenderer:
                 f"{_fmt_s(step.get('median'), unit=False)}/{_fmt_s(step.get('p90'))}",
                 Text(_fmt_share(row.get("input_wait_share")),
                      style="red" if (straggler or {}).get("cause") == "input-wait" else ""),
-                Text(_fmt_share(split.get("compute_share")),
+                Text(f"{_fmt_share(split.get('compute_share'))}/{_fmt_share(split.get('peer_wait_share'))}",
                      style="red" if (straggler or {}).get("cause") == "compute" else ""),
-                _fmt_share(split.get("peer_wait_share")),
                 str(row.get("signals", "-")),
                 Text(str(code) if code is not None else "-", style="" if code in (None, 0) else "red"),
             )
@@ -117,8 +119,9 @@ class WorkersRenderer:
                 for wid, row in rows.items():
                     waiting = row.get("waiting_for") if isinstance(row.get("waiting_for"), dict) else None
                     if waiting:
-                        t.append(f"\n  {wid}: its {_fmt_share(waiting.get('peer_wait_share'))} of peer wait is caused by "
-                                 f"{waiting.get('worker')} ({waiting.get('cause')}), not by its own input or compute")
+                        t.append(f"\n  {wid}: its waiting for peers ({_fmt_share(waiting.get('peer_wait_share'))} of its "
+                                 f"step time) is caused by {waiting.get('worker')} ({waiting.get('cause')}), "
+                                 "not by its own input or compute")
                 out.append(t)
             else:
                 out.append(Text("✓ no straggler: the workers' step times and input waits are "
