@@ -105,7 +105,17 @@ def _injected_prefetch(ds: Any, final_async: bool) -> tuple[bool, str]:
     if final_async:
         return False, "the final transformation is already asynchronous"
     try:
-        opts = ds.options()
+        import warnings
+
+        from tensorflow.python.framework import ops
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # read at trace time: no warning in the user's output
+            try:
+                with ops.init_scope():
+                    opts = ds.options()
+            except Exception:  # noqa: BLE001 - a dataset built inside a graph
+                opts = ds.options()
         inject = opts.experimental_optimization.inject_prefetch
         autotune = opts.autotune.enabled
     except Exception:  # noqa: BLE001
