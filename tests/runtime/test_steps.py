@@ -84,3 +84,18 @@ def test_without_optimizer_the_most_called_tf_function_counts():
             step()
     summary = s.steps.summary()
     assert [(lp["kind"], lp["name"], lp["steps"]) for lp in summary["loops"]] == [("function", "step", 9)]
+
+
+def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
+    g, d = _models()
+    opt = tf.keras.optimizers.SGD(0.1)
+    x = tf.zeros([8, 4])
+
+    def train(x):
+        _update(d, opt, x)
+
+    with watch(signals={"retrace"}) as s:
+        for _ in range(80):  # more function objects than there are loop slots
+            tf.function(train)(x)
+    loops = s.steps.summary()["loops"]
+    assert [(lp["kind"], lp["name"], lp["steps"]) for lp in loops] == [("function", "train", 80)]

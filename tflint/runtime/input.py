@@ -310,7 +310,7 @@ class InputHook(Hook):
         self._dist_inner_timed = False
         self.first_fetch_t0: float | None = None  # start of the first eager fetch
         self._fetch_start: float | None = None  # start of the first eager fetch since the last step
-        self._graph_ds: dict[int, Any] = {}  # id(tf.function) -> description of the dataset read in its trace
+        self._graph_ds: dict[Any, Any] = {}  # loop key -> description of the dataset read in its trace
 
     def check(self) -> str | None:
         try:
@@ -654,14 +654,18 @@ class InputHook(Hook):
         """At trace time: the dataset read by the tf.function being traced (the step)."""
         steps = self.session.steps
         fn = getattr(steps, "_calling", None) if steps is not None else None
+        if fn is None:
+            return
+        key = steps.loop_key(fn)
+        if key in self._graph_ds or len(self._graph_ds) >= MAX_DATASETS:
+            return
         ds = _dataset_of(it)
         if ds is None:
             ref = self._last_dataset
             ds = ref() if ref is not None else None
-        if fn is None or ds is None or len(self._graph_ds) >= MAX_DATASETS or id(fn) in self._graph_ds:
-            return
-        # described now: Keras' adapter datasets live no longer than their iterator
-        self._graph_ds[id(fn)] = describe_dataset(ds)
+        if ds is not None:
+            # described now: Keras' adapter datasets live no longer than their iterator
+            self._graph_ds[key] = describe_dataset(ds)
 
     def reset_window(self) -> None:
         self._win_t = None
@@ -697,9 +701,8 @@ class InputHook(Hook):
         if gc and (best is None or gw > best.wait):
             desc = None
             for lp in sorted(loops, key=lambda lp: -(lp.steady_wait_s + lp.startup_wait_s)):
-                fn = lp.fn_ref() if lp.fn_ref is not None else None
-                if fn is not None and id(fn) in self._graph_ds:
-                    desc = self._graph_ds[id(fn)]
+                if lp.key in self._graph_ds:
+                    desc = self._graph_ds[lp.key]
                     break
             if desc is None:
                 descs = list(self._graph_ds.values())

@@ -42,6 +42,7 @@ from tflint.runtime.store import Series
 
 MAX_SOURCES = 128
 MAX_LOOPS = 64
+MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
 
@@ -51,7 +52,7 @@ class Source:
 
     __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
                  "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
-                 "leader", "step_opts", "fn_ref", "model")
+                 "leader", "step_opts", "model")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -74,7 +75,6 @@ class Source:
         self.wait_mark: float | None = None  # fallback sources: total wait at their last tick
         self.leader: int | None = None  # eager optimizer loops: id of the optimizer that ticks
         self.step_opts: set[int] = set()
-        self.fn_ref: Any = None
         self.model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,7 +128,8 @@ class StepTracker(Hook):
         super().__init__(session)
         self._sources: dict[Any, Source] = {}  # fallback sources
         self._loops: dict[Any, Source] = {}  # training loops
-        self._train_fns: dict[int, list[str]] = {}  # id(tf.function) -> optimizers applied in its trace
+        self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
+        self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
         self.count = 0
         self.last_step_time: float | None = None
@@ -244,37 +245,62 @@ class StepTracker(Hook):
         self._last_loop_t = None
         self._eager_loop = None
 
+    def loop_key(self, fn: Any) -> Any:
+        """The loop a tf.function's calls belong to: its Python function (tf.function objects
+        re-created for the same function are one loop), or Keras fit's model."""
+        entry = self._fn_keys.get(id(fn))
+        if entry is not None and entry[0]() is fn:
+            return entry[1]
+        py = getattr(fn, "_python_function", None)
+        for _ in range(8):
+            inner = getattr(py, "__wrapped__", None)
+            if inner is None or inner is py:
+                break
+            py = inner
+        code = getattr(py, "__code__", None)
+        key: Any = ("function", code if code is not None else id(fn))
+        if getattr(py, "__name__", None) in KERAS_STEP_FUNCTIONS:
+            model = _keras_model_of(fn)
+            if model is not None:
+                key = ("keras", id(model))
+        if len(self._fn_keys) >= MAX_FN_KEYS:
+            self._fn_keys.clear()
+        try:
+            self._fn_keys[id(fn)] = (weakref.ref(fn), key)
+        except TypeError:
+            pass
+        return key
+
     def _on_traced_apply(self, opt: Any) -> None:
         fn = self._calling
         if fn is None:
             return
-        names = self._train_fns.setdefault(id(fn), [])
+        key = self.loop_key(fn)
+        names = self._train_fns.get(key)
+        if names is None:
+            if len(self._train_fns) >= MAX_LOOPS:
+                return
+            names = self._train_fns[key] = []
         name = _opt_name(opt)
         if name not in names and len(names) < 16:
             names.append(name)
 
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
-        opts = self._train_fns.get(id(fn))
+        key = self.loop_key(fn) if self._train_fns else None
+        opts = self._train_fns.get(key) if key is not None else None
         if opts is not None:
-            key = ("function", id(fn))
             loop = self._loops.get(key)
-            if loop is not None and loop.fn_ref is not None and loop.fn_ref() is not fn:
-                del self._loops[key]  # a new function reusing the id of a collected one
-                loop = None
             if loop is None:
                 loop = self._new_loop(key, fn, "function")
                 if loop is None:
                     return
-                try:
-                    loop.fn_ref = weakref.ref(fn)
-                except TypeError:
-                    pass
-                model = _keras_model_of(fn) if loop.name in KERAS_STEP_FUNCTIONS else None
-                if model is not None:
+                if key[0] == "keras":
+                    model = _keras_model_of(fn)
                     loop.model = str(getattr(model, "name", "model"))
                     loop.name = f"{loop.model}.fit"
                     loop.kind = "keras"  # Keras fit's train function
-            loop.optimizers = list(opts)
+            if len(opts) != len(loop.optimizers):
+                loop.optimizers = list(opts)
             self._train_ticks_since_keras += 1
             self._loop_tick(loop, t0, t1)
             return
