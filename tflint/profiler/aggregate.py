@@ -345,12 +345,19 @@ def _container_signal(c: dict[str, Any], session: Any) -> Signal:
            f"≈{_mib(c['bytes_held'])} so far): each one stays alive, with its buffer, as long as the list, so memory "
            "grows with the length of the run. Fix: keep Python numbers (float(loss) or loss.numpy().item()) or a "
            "running aggregate (keras.metrics.Mean), or clear the list at the end of each epoch.")
+    causes = [c]
+    gh = session.gradients
+    n_tapes = gh.live_persistent_tapes() if gh is not None else 0
+    if n_tapes:  # measured too: the tapes alive now keep every tensor they recorded
+        causes.append({"kind": "persistent-tape", "count": n_tapes,
+                       "text": f"{n_tapes} persistent GradientTape(s) still alive (they keep every recorded tensor)"})
+        msg += f" Also: {causes[-1]['text']}; release them (del tape)."
     return Signal(
         kind="memory-growth",
         severity="warning",
         message=msg,
         location=_loc((c["file"], c["line"])),
-        details={"causes": [c], "container": c["name"], "count": c["count"], "per_step": c["per_step"]},
+        details={"causes": causes, "container": c["name"], "count": c["count"], "per_step": c["per_step"]},
     )
 
 
