@@ -186,6 +186,9 @@ def test_every_step_of_every_loop_is_counted(profiled):
     span = sum(lp["startup_time_s"] + lp["steady_time_s"] for lp in loops)
     assert inp["share"] == pytest.approx(wait / span)
     assert report["metrics"]["input_wait_share"]["overall"] == pytest.approx(inp["share"])
+    # the terminal report has the same breakdown
+    assert "Training loops (110 steps in all)" in run.stderr
+    assert "gan_step (function, 2 optimizers)" in run.stderr and "110 steps" in run.stderr
 
 
 def test_two_models_fit_one_after_the_other_are_two_loops(tmp_path):

@@ -172,6 +172,9 @@ class TerminalRenderer:
             signals = report.signals_of(kind)
             if signals:
                 out.append(self._table(kind, signals))
+        loops = self._loops(report)
+        if loops is not None:
+            out.append(loops)
         charts = self._charts(report)
         if charts is not None:
             out.append(charts)
@@ -262,6 +265,31 @@ class TerminalRenderer:
                 problem,
                 _text(fix),
             )
+        return table
+
+    def _loops(self, report: Report) -> Any:
+        """One line per training loop when the run had several (steps add up to the header's)."""
+        from rich.table import Table
+
+        loops = report.metrics.get("loops")
+        if not isinstance(loops, list) or len(loops) < 2:
+            return None
+        table = Table(title=f"Training loops ({report.steps:,} steps in all)", title_justify="left",
+                      expand=False, show_edge=False, box=None, padding=(0, 2))
+        for col in ("loop", "where", "steps", "median step", "input wait"):
+            table.add_column(col, no_wrap=True, justify="right" if col in ("steps", "median step", "input wait") else "left")
+        for lp in loops:
+            if not isinstance(lp, dict):
+                continue
+            site = lp.get("site") if isinstance(lp.get("site"), dict) else None
+            where = f"{_short_path(str(site['file']))}:{site['line']}" if site else "-"
+            med = lp.get("median_step_time_s")
+            share = lp.get("input_wait_share")
+            opts = lp.get("optimizers") or []
+            name = f"{lp.get('name')} ({lp.get('kind')}" + (f", {len(opts)} optimizers" if len(opts) > 1 else "") + ")"
+            table.add_row(name, where, f"{int(lp.get('steps') or 0):,}",
+                          fmt_seconds(float(med)) if isinstance(med, (int, float)) else "-",
+                          f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-")
         return table
 
     def _charts(self, report: Report) -> Any:
