@@ -19,11 +19,22 @@
   point at the pipeline and say whether it has ``prefetch``, parallel ``map``, ``py_function`` or
   ``from_generator``.
 
-Classification follows TensorBoard's input-pipeline analyzer: waiting >= 20% of step time is
-"highly" input-bound, >= 5% "moderately". Nothing is reported for a moderate wait on a pipeline
-that ends with ``prefetch``, nor for a prefetched pipeline of TensorFlow ops (no Python map or
-generator) whose batches arrive in under ``READY_FETCH_S`` on average: the data is ready, and
-only a very short step makes the hand-over look large.
+The dataset judged is the one that feeds the steps: the one read inside the training
+``tf.function`` (described at trace time, so Keras' adapter pipelines for NumPy arrays, which live
+no longer than their iterator, are seen as they are) or the eager iterator with the most waiting.
+Its description reads the pipeline's real options: TensorFlow 2.21 appends a prefetch to a
+pipeline whose last transformation is synchronous unless
+``experimental_optimization.inject_prefetch`` or autotuning is off (``injected_prefetch``), and
+no advice ever suggests a transformation that is present or injected.
+
+The wait is attributed to the training loops of :mod:`tflint.runtime.steps` and judged over the
+same steps, start-up included (the interval ending with a loop's first step holds shuffle-buffer
+fills and first file reads, reported as start-up waiting). Classification follows TensorBoard's
+input-pipeline analyzer: waiting >= 20% of that time is "highly" input-bound, >= 5%
+"moderately". Nothing is reported for a moderate steady wait on a prefetched pipeline, nor for a
+prefetched pipeline of TensorFlow ops (no Python map or generator) whose batches arrive in under
+``READY_FETCH_S`` per step after start-up: the data is ready, and only a very short step makes
+the hand-over look large.
 """
 
 from __future__ import annotations
