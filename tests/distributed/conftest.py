@@ -31,6 +31,18 @@ def two_worker_job(tmp_path_factory):
     return [Report.load(r.report) for r in runs], [r.report for r in runs], runs
 
 
+@pytest.fixture(scope="session")
+def slow_compute_job(tmp_path_factory):
+    """(reports, paths, runs) of a two-worker job whose worker 1 computes 40 ms longer per step."""
+    tmp = tmp_path_factory.mktemp("multiworker_compute")
+    runs = run_job(tmp, FIXTURES / "multiworker_train.py", n=2,
+                   env_per_worker=[{"SLOW_COMPUTE_MS": "0"}, {"SLOW_COMPUTE_MS": SLOW_INPUT_MS}],
+                   script_args=["--steps", "30"], timeout=180)
+    if any(r.returncode != 0 or not r.report.exists() for r in runs):
+        _fail_with_logs(runs, "two-worker job with a slow-compute worker")
+    return [Report.load(r.report) for r in runs], [r.report for r in runs], runs
+
+
 def profile_script(tmp, script, json_name, args, timeout=150):
     out = tmp / json_name
     cmd = [*TFLINT, "profile", str(script), "--json", str(out), "--no-live", "--", *args]

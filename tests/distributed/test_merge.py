@@ -58,6 +58,7 @@ def test_identical_workers_have_no_straggler(two_worker_job):
     assert list(merged.metrics["workers"]) == ["worker:0", "worker:0#2"]
     assert merged.metrics["stragglers"] == []
     assert not [s for s in merged.signals if s.details.get("straggler")]
+    assert merged.signals_of("straggler") == []
 
 
 def test_single_report_merges_to_itself(mirrored_run):
@@ -74,6 +75,7 @@ def test_step_time_rule_on_real_rows(two_worker_job):
     rows = {f"w{i}": worker_row(r) for i, r in enumerate(reports)}
     for row in rows.values():
         row["input_wait_share"] = 0.0  # isolate the step-time test
+        row["split"] = None  # as in reports without a measured split
     base = rows["w1"]["step_time_s"]["median"]
     rows["w0"]["step_time_s"] = {**rows["w0"]["step_time_s"], "median": base * (RATIO + 0.5) + STEP_TIME_FLOOR_S}
     found = find_stragglers(rows)

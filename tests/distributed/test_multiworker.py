@@ -43,6 +43,20 @@ def test_slow_worker_waits_for_input_fast_worker_waits_for_it(two_worker_job):
     assert slow["input_wait_share"] > 2 * fast["input_wait_share"]
     # synchronous all-reduce: the fast worker's steps are as long as the slow one's
     assert fast["step_time_s"]["median"] > 0.5 * slow["step_time_s"]["median"]
+    # measured split: the fast worker's time goes to waiting for its peer, not for its input
+    fs, ss = fast["split"], slow["split"]
+    assert fs["collectives_timed"] and fs["own_pipeline_timed"]
+    assert fs["peer_wait_share"] > 0.5 and fs["input_wait_share"] < 0.15
+    assert ss["input_wait_share"] > 0.4 and ss["peer_wait_share"] < fs["peer_wait_share"] - 0.3
+    for split in (fs, ss):
+        total = split["input_wait_s"] + split["peer_wait_s"] + split["compute_s"]
+        assert total == pytest.approx(split["time_s"], rel=1e-3)
+
+
+def test_fast_worker_does_not_claim_to_be_input_bound(two_worker_job):
+    fast, slow = two_worker_job[0]
+    assert fast.signals_of("input-stall") == []
+    assert len(slow.signals_of("input-stall")) == 1
 
 
 def test_merge_names_the_straggler_and_findings_per_worker(two_worker_job, tmp_path):
@@ -54,16 +68,45 @@ def test_merge_names_the_straggler_and_findings_per_worker(two_worker_job, tmp_p
     merged = Report.load(out)
 
     stragglers = merged.metrics["stragglers"]
-    assert [(s["worker"], s["cause"]) for s in stragglers] == [("worker:1", "input-wait")]
+    assert [(s["worker"], s["task_type"], s["task_index"], s["cause"]) for s in stragglers] == [
+        ("worker:1", "worker", 1, "input-wait")]
     assert set(merged.metrics["workers"]) == {"worker:0", "worker:1"}
+    assert merged.metrics["workers"]["worker:0"]["waiting_for"]["worker"] == "worker:1"
+    assert "waiting_for" not in merged.metrics["workers"]["worker:1"]
 
     none_grad = merged.signals_of("none-gradient")
     assert len(none_grad) == 1 and none_grad[0].details["workers"] == ["worker:0", "worker:1"]
     assert none_grad[0].details["replicas"] == [0, 1]  # each worker's replica, unioned
-    stall = [s for s in merged.signals_of("input-stall") if s.details.get("straggler")]
+    found = merged.signals_of("straggler")
+    assert len(found) == 1 and found[0].details["workers"] == ["worker:1"]
+    assert "task type worker, index 1" in found[0].message and "own input pipeline" in found[0].message
+    assert found[0].location is not None and found[0].location.line == 58  # its slow map
+    # the input stall is worker 1's alone
+    stall = merged.signals_of("input-stall")
     assert len(stall) == 1 and stall[0].details["workers"] == ["worker:1"]
-    assert "worker:1" in stall[0].message
 
     text = proc.stdout
-    assert "worker:1 is a straggler" in text
+    assert "worker:1 (task type worker, index 1) is the straggler" in " ".join(text.split())
+    assert "caused by worker:1 (input-wait)" in " ".join(text.split())
     assert "Findings by worker" in text and "all workers" in text
+    print(text)  # the merged report, for the record
+
+
+def test_slow_compute_worker_is_the_straggler_with_compute_as_cause(slow_compute_job, tmp_path):
+    reports, paths, _ = slow_compute_job
+    fast, slow = (r.metrics["worker"]["split"] for r in reports)
+    assert slow["compute_share"] > 0.5 and fast["peer_wait_share"] > 0.5
+    assert fast["input_wait_share"] < 0.2 and slow["input_wait_share"] < 0.2
+    for r in reports:  # neither worker is input-bound
+        assert r.signals_of("input-stall") == [], [s.message for s in r.signals_of("input-stall")]
+    out = tmp_path / "merged.json"
+    proc = subprocess.run([*TFLINT, "report", "merge", *map(str, paths), "--json", str(out)],
+                          env=base_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    merged = Report.load(out)
+    assert [(s["worker"], s["cause"]) for s in merged.metrics["stragglers"]] == [("worker:1", "compute")]
+    sig = merged.signals_of("straggler")
+    assert len(sig) == 1 and "computing its step" in sig[0].message
+    assert merged.metrics["workers"]["worker:0"]["waiting_for"] == {
+        "worker": "worker:1", "cause": "compute", "peer_wait_share": fast["peer_wait_share"]}
+    print(proc.stdout)  # the merged report, for the record

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from tests.profile.conftest import DOCS_SCHEMA
-from tflint.profiler.report import SIGNAL_KINDS, Report
+from tflint.profiler.report import MERGED_SIGNAL_KINDS, SIGNAL_KINDS, Report
 
 # runs shared with the other profile tests (cached for the session)
 REPORTED_RUNS = [
@@ -18,6 +18,9 @@ REPORTED_RUNS = [
     "input_stall_eager.py",
     "memory_growth.py",
     "clean_fit.py",
+    "clean_three_loops.py",
+    "memory_loss_list.py",
+    "retrace_partial_batch.py",
     "crash.py",
     "exit_code.py",
 ]
@@ -35,7 +38,7 @@ def test_documented_schema_is_a_valid_json_schema():
     schema = documented_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["properties"]["signals"]["items"] == {"$ref": "#/$defs/signal"}
-    assert set(schema["$defs"]["signal"]["properties"]["kind"]["enum"]) == set(SIGNAL_KINDS)
+    assert set(schema["$defs"]["signal"]["properties"]["kind"]["enum"]) == set(SIGNAL_KINDS) | set(MERGED_SIGNAL_KINDS)
 
 
 def test_documented_fields_are_in_the_tables():
@@ -88,3 +91,29 @@ def test_report_of_a_run_without_hooks_matches_schema():
     assert data["signals"] == [] and data["argv"] == ["-x"] and data["exit_code"] == 0
     assert {v["status"] for v in data["metrics"]["hooks"].values()} == {"failed"}
     assert "RuntimeError: no hooks" in data["metrics"]["hooks"]["retrace"]["reason"]
+
+
+def test_merged_report_with_a_straggler_matches_documented_schema(tmp_path):
+    """A merged report of two real worker rows (a made-up split: no cluster needed) validates."""
+    from tflint.profiler.merge import merge
+
+    def worker(index: int, input_share: float, peer_share: float) -> Report:
+        split = {"time_s": 1.0, "input_wait_s": input_share, "peer_wait_s": peer_share,
+                 "compute_s": 1.0 - input_share - peer_share, "input_wait_share": input_share,
+                 "peer_wait_share": peer_share, "compute_share": 1.0 - input_share - peer_share,
+                 "collectives_timed": True, "own_pipeline_timed": True}
+        tag = {"id": f"worker:{index}", "task_type": "worker", "task_index": index, "steps_observed": 10,
+               "step_time_s": {"median": 0.05, "p90": 0.06, "n": 10}, "input_wait_share": input_share, "split": split}
+        return Report(tflint_version="0", script="train.py", argv=[], exit_code=0, duration_s=1.0, steps=10,
+                      metrics={"step_time_s": [], "input_wait_share": {"overall": None, "series": []},
+                               "host_rss_bytes": [], "device_memory_bytes": {}, "retraces": 0, "gpu": {},
+                               "hooks": {k: {"status": "ok"} for k in SIGNAL_KINDS},
+                               "run": {"outcome": "completed", "exception": None}, "worker": tag})
+
+    merged = merge([worker(0, 0.02, 0.9), worker(1, 0.6, 0.25)])
+    data = json.loads(merged.to_json())
+    data["metrics"].update(step_time_s=[], input_wait_share={"overall": None, "series": []}, host_rss_bytes=[],
+                           device_memory_bytes={}, retraces=0, gpu={}, run={"outcome": "completed", "exception": None})
+    jsonschema.Draft202012Validator(documented_schema()).validate(data)
+    (sig,) = [s for s in data["signals"] if s["kind"] == "straggler"]
+    assert (sig["details"]["worker"], sig["details"]["cause"]) == ("worker:1", "input-wait")

@@ -101,16 +101,30 @@ def _retrace_signals(session: Any) -> list[Signal]:
                     "a new tf.function object for the same Python function re-traces from scratch each time")
             first_causes = ["new tf.function object (created inside a loop?)"]
         else:
-            what = (f"tf.function `{rec['function']}` retraced {rec['retraces']} time(s) ({rec['traces']} traces in all); "
-                    f"first cause: {first_causes[0] if first_causes else 'unknown'}")
+            what = f"tf.function `{rec['function']}` {_trace_counts(rec)}; first cause: {first_causes[0] if first_causes else 'unknown'}"
         fix = _retrace_fix(rec.get("causes", {}), examples, recreated)
         site = rec.get("retrace_site") or rec.get("first_site")
         sev = "warning"
+        cost = "Each retrace rebuilds the graph (slow, and each trace is kept in the function's cache)"
+        partial = None
+        if rec["retraces"] == 1 and not recreated:
+            from tflint.runtime.retrace import partial_batch_change
+
+            partial = partial_batch_change(first_causes)
+        if partial is not None:
+            # one extra trace for the last, smaller batch of the dataset: expected, once per shape
+            sev = "info"
+            args = ", ".join(f"`{a}`" for a in partial["args"])
+            what = (f"tf.function `{rec['function']}` {_trace_counts(rec)}: the final partial batch "
+                    f"({partial['partial']} instead of {partial['full']}) gives {args} a new leading dimension")
+            cost = "This costs one trace per new batch size, not one per step"
+            fix = ("drop the partial batch with .batch(batch_size, drop_remainder=True), or give the function an "
+                   "input_signature with a None batch dimension (e.g. tf.TensorSpec([None, ...])) so one trace serves every batch size")
         out.append(
             Signal(
                 kind="retrace",
                 severity=sev,
-                message=f"{what}. Each retrace rebuilds the graph (slow, and grows memory). Fix: {fix}.",
+                message=f"{what}. {cost}. Fix: {fix}.",
                 location=_loc(site),
                 details={
                     "function": rec["function"],
@@ -125,10 +139,21 @@ def _retrace_signals(session: Any) -> list[Signal]:
                     "cause_counts": rec.get("causes", {}),
                     "examples": examples,
                     "fix": fix,
+                    "partial_batch": partial,
                 },
             )
         )
     return out
+
+
+def _trace_counts(rec: dict[str, Any]) -> str:
+    """'was traced 4 times: 3 first traces (one per function object or calling context) + 1 retrace'."""
+    traces, retraces = int(rec["traces"]), int(rec["retraces"])
+    first = traces - retraces
+    if first == 1:
+        return f"was traced {traces} times: the first trace + {retraces} retrace{'s' if retraces != 1 else ''}"
+    return (f"was traced {traces} times: {first} first traces (one per function object or calling context) "
+            f"+ {retraces} retrace{'s' if retraces != 1 else ''}")
 
 
 # ------------------------------------------------------------------------- none-gradient
@@ -252,23 +277,31 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     metrics["memory_trend"] = trends
     if "memory-growth" not in session.signals:
         return out
+    containers = _growing_containers(session)
     growing = {k: t for k, t in trends.items() if t.get("growth")}
     if not growing:
+        if containers:
+            out.append(_container_signal(containers[0], session))
         return out
     name, t = max(growing.items(), key=lambda kv: kv[1]["slope_bytes_per_step"])
     slope = t["slope_bytes_per_step"]
-    last_step = t["window_steps"][1]
-    projected = t["last_bytes"] + slope * PROJECT_STEPS
+    first_step, last_step = int(t["window_steps"][0]), int(t["window_steps"][1])
+    # project no further than this run went: as many steps again, at most PROJECT_STEPS
+    run_steps = session.steps.count if session.steps is not None else last_step
+    horizon = int(max(1, min(PROJECT_STEPS, run_steps or last_step)))
+    projected = t["last_bytes"] + slope * horizon
     what = "host RSS" if name == "host_rss" else f"TensorFlow {name[3:]} allocator memory"
-    causes = _memory_causes(session, t)
-    msg = (f"{what} grows {_mib(slope)}/step ({_mib(t['growth_bytes'])} over steps {int(t['window_steps'][0])}–{int(last_step)}, "
-           f"after warm-up); at this rate it adds {_mib(slope * PROJECT_STEPS)} every {PROJECT_STEPS:,} steps "
-           f"(≈{_mib(projected)} after {PROJECT_STEPS:,} more steps).")
+    causes = _memory_causes(session, t, containers)
+    msg = (f"{what} grows {_mib(slope)}/step ({_mib(t['growth_bytes'])} over steps {first_step}–{last_step}, "
+           f"after warm-up); if it keeps this rate, another {horizon:,} steps (as many as this run) add "
+           f"{_mib(slope * horizon)} (≈{_mib(projected)} in all).")
     if causes:
-        msg += " Likely cause: " + "; ".join(c["text"] for c in causes) + "."
+        msg += " Measured cause: " + "; ".join(c["text"] for c in causes) + "."
+    else:
+        msg += " No cause was measured (no growing container of tensors in the loop's frames, no live persistent tape, no retraces while it grew)."
     msg += (" Fix: do not keep per-step tensors/arrays alive (append float(loss) or loss.numpy(), not the tensor), "
             "release persistent tapes (del tape), and stop retracing.")
-    src = session.steps.primary if session.steps is not None else None
+    src = session.steps.main_loop() if session.steps is not None else None
     site = getattr(src, "site", None) if src is not None else None
     out.append(
         Signal(
@@ -282,7 +315,7 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
                 "mk_z": t["mk_z"],
                 "growth_bytes": t["growth_bytes"],
                 "baseline_bytes": t["baseline_bytes"],
-                "projected_bytes_after_steps": {"steps": PROJECT_STEPS, "bytes": projected},
+                "projected_bytes_after_steps": {"steps": horizon, "bytes": projected},
                 "window_steps": t["window_steps"],
                 "causes": causes,
                 "all_series": {k: {kk: vv for kk, vv in v.items()} for k, v in growing.items()},
@@ -292,7 +325,45 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     return out
 
 
-def _memory_causes(session: Any, trend: dict[str, Any]) -> list[dict[str, Any]]:
+def _growing_containers(session: Any) -> list[dict[str, Any]]:
+    st = session.steps
+    watch = getattr(st, "containers", None) if st is not None else None
+    if watch is None:
+        return []
+    found = watch.growing(st.count)
+    for c in found:
+        per = "one" if 0.75 <= c["per_step"] <= 1.5 else f"{c['per_step']:g}"
+        c["text"] = (f"the list `{c['name']}` ({c['scope']}, {os.path.basename(c['file'])}:{c['line']}) grows by {per} "
+                     f"{c['type']} per step: {c['count']:,} held, ≈{_mib(c['bytes_each'])} each")
+    return found
+
+
+def _container_signal(c: dict[str, Any], session: Any) -> Signal:
+    """A list that gains a tensor/array every step: the pattern is the finding, whatever the bytes."""
+    msg = (f"the list `{c['name']}` grows by {'one' if 0.75 <= c['per_step'] <= 1.5 else format(c['per_step'], 'g')} "
+           f"{c['type']} per training step ({c['count']:,} held after {session.steps.count:,} steps, "
+           f"≈{_mib(c['bytes_held'])} so far): each one stays alive, with its buffer, as long as the list, so memory "
+           "grows with the length of the run. Fix: keep Python numbers (float(loss) or loss.numpy().item()) or a "
+           "running aggregate (keras.metrics.Mean), or clear the list at the end of each epoch.")
+    causes = [c]
+    gh = session.gradients
+    n_tapes = gh.live_persistent_tapes() if gh is not None else 0
+    if n_tapes:  # measured too: the tapes alive now keep every tensor they recorded
+        causes.append({"kind": "persistent-tape", "count": n_tapes,
+                       "text": f"{n_tapes} persistent GradientTape(s) still alive (they keep every recorded tensor)"})
+        msg += f" Also: {causes[-1]['text']}; release them (del tape)."
+    return Signal(
+        kind="memory-growth",
+        severity="warning",
+        message=msg,
+        location=_loc((c["file"], c["line"])),
+        details={"causes": causes, "container": c["name"], "count": c["count"], "per_step": c["per_step"]},
+    )
+
+
+def _memory_causes(session: Any, trend: dict[str, Any], containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only what was measured: live persistent tapes, retraces during the growth window, lists
+    measured growing with the steps."""
     causes: list[dict[str, Any]] = []
     gh = session.gradients
     if gh is not None:
@@ -305,51 +376,11 @@ def _memory_causes(session: Any, trend: dict[str, Any]) -> list[dict[str, Any]]:
         lo, hi = trend["window_steps"]
         pts = session.store.series("retraces").downsample(400)
         in_window = [p for p in pts if lo <= p[0] <= hi]
-        if len(in_window) >= 2 or (rt.retraces >= 5):
-            causes.append({"kind": "retrace", "count": rt.retraces,
-                           "text": f"{rt.retraces} retraces during the run (each new trace keeps a graph alive)"})
-    acc = _accumulated_containers(session)
-    if acc:
-        causes.append(acc)
+        if len(in_window) >= 2:
+            causes.append({"kind": "retrace", "count": len(in_window),
+                           "text": f"{len(in_window)} retraces while it grew (steps {int(lo)}–{int(hi)}; each trace keeps a graph alive)"})
+    causes.extend(containers[:3])
     return causes
-
-
-def _accumulated_containers(session: Any) -> dict[str, Any] | None:
-    """The largest Python list holding tensors/arrays (e.g. one appended per step). Run once,
-    at report time, only when growth was found."""
-    import gc
-
-    steps = session.steps.count if session.steps is not None else 0
-    if steps < 10:
-        return None
-    best = None
-    try:
-        for obj in gc.get_objects():
-            if type(obj) is not list or len(obj) < max(10, steps // 4):
-                continue
-            head = obj[-1]
-            tname = type(head).__name__
-            if tname in ("EagerTensor", "ndarray", "ResourceVariable") and (best is None or len(obj) > len(best[0])):
-                best = (obj, tname)
-    except Exception:  # noqa: BLE001
-        return None
-    if best is None:
-        return None
-    lst, tname = best
-    nbytes = 0
-    try:
-        for x in lst[-50:]:
-            nb = getattr(x, "nbytes", None)
-            if nb is None and hasattr(x, "shape"):
-                import math
-
-                nb = int(math.prod(int(d or 0) for d in x.shape)) * int(getattr(getattr(x, "dtype", None), "size", 4) or 4)
-            nbytes += int(nb or 0)
-        per = nbytes / min(50, len(lst))
-    except Exception:  # noqa: BLE001
-        per = 0
-    return {"kind": "accumulated-tensors", "count": len(lst), "type": tname, "bytes_each": per,
-            "text": f"a Python list holds {len(lst)} {tname} objects (≈{_mib(per)} each) — values appended every step"}
 
 
 # --------------------------------------------------------------------------- input-stall
@@ -394,6 +425,11 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
                  exit_code: int | None = None, duration_s: float | None = None) -> Report:
     metrics: dict[str, Any] = {}
     signals: list[Signal] = []
+    if session.steps is not None and session.input is not None:
+        try:  # in-graph input waits read since the last step, before the loops are summed up
+            session.steps.finish()
+        except Exception as exc:  # noqa: BLE001
+            session.steps.fail(exc, "final input-wait attribution")
     steps_summary = session.steps.summary() if session.steps is not None else {"steps": 0}
     steps = int(steps_summary.get("steps") or 0)
     metrics["steps"] = steps
@@ -401,6 +437,7 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
     metrics["step_time_s"] = steps_summary.get("step_time_s", [])
     metrics["mean_step_time_s"] = steps_summary.get("mean_step_time_s")
     metrics["median_step_time_s"] = steps_summary.get("median_step_time_s")
+    metrics["loops"] = steps_summary.get("loops", [])
 
     # each builder is isolated: a bug in one never loses the others
     def guarded(fn: Any, *args: Any) -> list[Signal]:

@@ -3,20 +3,25 @@
 ``steps 1,240 · step 3.1 ms · retraces 2 · 12 s`` is redrawn in place twice a second by a
 daemon thread that polls the watch session's cheap ``status()``. The script's own output is not
 changed: its ``sys.stdout``/``sys.stderr`` writes pass through a thin wrapper that erases the
-status line first (on the terminal only) so that the two never share a line, and the status is
-only redrawn while the cursor is at the start of a line (a progress bar that redraws its own
-line with ``\\r`` is left alone).
+status first (on the terminal only), so the two never mix. The status is drawn on its own line
+while the cursor is at the start of a line; while a progress bar owns the line (Keras ``fit``
+redraws its bar with ``\\r``/``\\b``), the status is appended after the bar, as far as the
+terminal is wide, and removed (backspaces, erase to end of line) before the bar's next redraw.
+A line the script left unfinished without redrawing it is left alone.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
 from typing import Any
 
 _CLEAR = "\r\x1b[2K"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SEP = "  │ "
 
 
 class LiveStatus:
@@ -32,6 +37,9 @@ class LiveStatus:
         self._stop = threading.Event()
         self._shown = False  # a status line is on screen
         self._at_line_start = True  # where the script left the cursor
+        self._line = ""  # visible text of the script's unfinished line
+        self._redrawn = False  # that line is redrawn in place (a progress bar)
+        self._suffix = 0  # width of the status appended after a progress bar (0: none)
         self._start_time = time.monotonic()
         self._taps: list[tuple[str, Any, Any]] = []
 
@@ -88,33 +96,71 @@ class LiveStatus:
     def draw(self) -> None:
         text = self.line()
         with self._lock:
-            if not self._at_line_start or self._stop.is_set():
+            if self._stop.is_set():
                 return
             width = _terminal_width(self._stream)
-            if len(text) > width - 1:
-                text = text[: max(0, width - 2)] + "…"
-            self._stream.write(_CLEAR + "\x1b[2m" + text + "\x1b[0m")
-            self._stream.flush()
-            self._shown = True
+            if self._at_line_start:
+                if len(text) > width - 1:
+                    text = text[: max(0, width - 2)] + "…"
+                self._erase()
+                self._stream.write(_CLEAR + "\x1b[2m" + text + "\x1b[0m")
+                self._stream.flush()
+                self._shown = True
+            elif self._redrawn:
+                # a progress bar owns the line: add the status after it, within the width
+                room = width - 1 - len(self._line) - len(_SEP)
+                if room < 12:
+                    return
+                if len(text) > room:
+                    text = text[: room - 1] + "…"
+                self._erase()
+                self._stream.write("\x1b[2m" + _SEP + text + "\x1b[0m")
+                self._stream.flush()
+                self._suffix = len(_SEP) + len(text)
 
     def _erase(self) -> None:
-        if self._shown:
-            try:
+        try:
+            if self._shown:
                 self._stream.write(_CLEAR)
-                self._stream.flush()
-            except Exception:
-                pass
+                self._shown = False
+            if self._suffix:
+                self._stream.write("\b" * self._suffix + "\x1b[K")
+                self._suffix = 0
+            self._stream.flush()
+        except Exception:
             self._shown = False
+            self._suffix = 0
 
     # -- the script's writes ------------------------------------------------------------------
     def _before_write(self, same_terminal: bool) -> None:
         if same_terminal:
-            with self._lock:
-                self._erase()
+            self._lock.acquire()  # held until _after_write: no redraw between the two
+            self._erase()
 
     def _after_write(self, text: str, same_terminal: bool) -> None:
-        if same_terminal and text:
-            self._at_line_start = text.endswith("\n")
+        if not same_terminal:
+            return
+        try:
+            if text:
+                self._track(text)
+        finally:
+            self._lock.release()
+
+    def _track(self, text: str) -> None:
+        """Follow the cursor through the script's text: line start, and the visible line."""
+        if "\n" in text:
+            self._line, self._redrawn = "", False
+            text = text.rsplit("\n", 1)[1]
+        line = self._line
+        for ch in _ANSI.sub("", text):
+            if ch == "\r":
+                line, self._redrawn = "", True
+            elif ch == "\b":
+                line, self._redrawn = line[:-1], True
+            elif ch >= " " or ch == "\t":
+                line += ch
+        self._line = line[-1000:]
+        self._at_line_start = not line and not self._redrawn
 
     def _install_taps(self) -> None:
         for name in ("stdout", "stderr"):
@@ -140,9 +186,13 @@ class _Tap:
         object.__setattr__(self, "_tap_same", same_terminal)
 
     def write(self, text: str) -> int:
-        self._tap_owner._before_write(self._tap_same)
-        n = self._tap_stream.write(text)
-        self._tap_owner._after_write(text, self._tap_same)
+        owner = self._tap_owner
+        owner._before_write(self._tap_same)
+        n = 0
+        try:
+            n = self._tap_stream.write(text)
+        finally:
+            owner._after_write(text if isinstance(text, str) else "", self._tap_same)
         return n
 
     def writelines(self, lines: Any) -> None:

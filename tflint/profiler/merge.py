@@ -20,27 +20,35 @@ What the merged report holds
     ``device_memory_peak_bytes`` (``{device: bytes}``), ``timing_source`` and ``source`` (the
     report file).
 ``metrics["stragglers"]``
-    One entry per straggling worker (rule below): ``{"worker", "cause"`` (``"input-wait"`` or
-    ``"step-time"``), ``"value"``, ``"others_median"``, ``"ratio"``, ``"message"}``.
+    One entry per straggling worker (rules below): ``{"worker", "task_type", "task_index",
+    "cause"`` (``"input-wait"``, ``"compute"`` or ``"step-time"``), ``"value"``,
+    ``"others_median"``, ``"ratio"``, ``"waiting_workers"`` (``{worker id: peer-wait share}``),
+    ``"message"}``. Each straggler is also a signal of kind ``straggler`` (warning).
+``metrics["workers"][id]["split"]``
+    The worker's measured time split over its steps (own input wait, compute, waiting for
+    peers in collectives; see :mod:`tflint.runtime.distribute`), and ``waiting_for``: the
+    straggler its peer wait is caused by.
 
-The straggler rule
-------------------
+The straggler rules
+-------------------
 Each worker is compared with the **median of the other workers** (with two workers: the other
-one), so one slow worker cannot hide by raising the average it is compared with:
+one), so one slow worker cannot hide by raising the average it is compared with.
+
+*Measured split* (when the workers' reports carry one). In synchronous training every worker's
+step is as long as the slowest one's, so step times even out; what differs is where the time
+goes. The straggler is the worker the others wait for: the others spend at least
+:data:`PEER_WAIT_FLOOR` (20 %) of their step time waiting for peers in collectives, at least
+:data:`PEER_WAIT_MARGIN` (15 points) more than it does. Its cause is what it does instead: its own
+input wait if that share stands :data:`PEER_WAIT_MARGIN` above the others' (``input-wait``),
+else its compute share (``compute``).
+
+*Without a split* (older reports, asynchronous jobs):
 
 * *input wait*: its input-wait share is ≥ :data:`INPUT_WAIT_FLOOR` (20 %, TensorBoard's
   "highly input-bound"), ≥ :data:`RATIO` (1.5) times the others' median share, and at least
   :data:`INPUT_WAIT_MARGIN` (15 percentage points) above it;
 * *step time*: its median step time is ≥ 1.5 times the others' median and at least
   :data:`STEP_TIME_FLOOR_S` (5 ms) longer.
-
-In a synchronous job (MirroredStrategy, MultiWorkerMirroredStrategy) every worker waits for the
-slowest at each all-reduce, so step times even out and the straggler shows in its input-wait
-share; the step-time test catches asynchronous jobs and workers slowed by something else
-(retracing, a slower host). An input-wait straggler also becomes an ``input-stall`` signal
-(warning) located at that worker's own input-stall finding when it has one; the profile schema
-has no kind for a step-time straggler, which is therefore reported in ``metrics["stragglers"]``
-only (and shown by the workers table).
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ from tflint import __version__
 from tflint.profiler.report import Location, Report, Signal
 
 RATIO = 1.5
+PEER_WAIT_FLOOR = 0.20
+PEER_WAIT_MARGIN = 0.15
 INPUT_WAIT_FLOOR = 0.20
 INPUT_WAIT_MARGIN = 0.15
 STEP_TIME_FLOOR_S = 0.005
@@ -83,8 +93,10 @@ def merge(reports: list[Report], sources: list[str] | None = None) -> Report:
     signals = _merge_signals(ids, reports)
     stragglers = find_stragglers(workers)
     for s in stragglers:
-        if s["cause"] == "input-wait":
-            signals.append(_straggler_signal(s, reports[ids.index(s["worker"])]))
+        signals.append(_straggler_signal(s, reports[ids.index(s["worker"])]))
+        for wid, share in s.get("waiting_workers", {}).items():
+            workers[wid]["waiting_for"] = {"worker": s["worker"], "cause": s["cause"], "peer_wait_share": share}
+    _explain_waiting(signals, stragglers, workers)
 
     scripts = list(dict.fromkeys(r.script for r in reports))
     codes = [r.exit_code for r in reports]
@@ -141,6 +153,8 @@ def worker_row(report: Report, source: str = "") -> dict[str, Any]:
     row["step_time_s"] = step
     row["input_wait_share"] = share
     row["timing_source"] = timing_source
+    split = tag.get("split") if isinstance(tag.get("split"), dict) else None
+    row["split"] = dict(split) if split and split.get("collectives_timed") else None
     return row
 
 
@@ -238,6 +252,9 @@ def find_stragglers(workers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if len(workers) < 2:
         return out
+    splits = {w: r.get("split") for w, r in workers.items()}
+    if all(isinstance(v, dict) and _number(v.get("peer_wait_share")) is not None for v in splits.values()):
+        return _split_stragglers(workers, splits)
     shares = {w: r.get("input_wait_share") for w, r in workers.items()}
     steps = {w: (r.get("step_time_s") or {}).get("median") for w, r in workers.items()}
     for wid in workers:
@@ -279,27 +296,102 @@ def find_stragglers(workers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _who(wid: str, row: dict[str, Any]) -> str:
+    """'worker:1 (task type worker, index 1)' when the role is known."""
+    if row.get("task_type") is not None and row.get("task_index") is not None:
+        return f"{wid} (task type {row['task_type']}, index {row['task_index']})"
+    return wid
+
+
+def _split_stragglers(workers: dict[str, dict[str, Any]], splits: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    peer = {w: float(v["peer_wait_share"]) for w, v in splits.items()}
+    own_input = {w: _number(v.get("input_wait_share")) or 0.0 for w, v in splits.items()}
+    compute = {w: _number(v.get("compute_share")) or 0.0 for w, v in splits.items()}
+    for wid in workers:
+        others = [w for w in workers if w != wid]
+        ref_peer = statistics.median(peer[w] for w in others)
+        if ref_peer < PEER_WAIT_FLOOR or ref_peer - peer[wid] < PEER_WAIT_MARGIN:
+            continue
+        ref_input = statistics.median(own_input[w] for w in others)
+        ref_compute = statistics.median(compute[w] for w in others)
+        if own_input[wid] - ref_input >= PEER_WAIT_MARGIN:
+            cause, value, ref, what = "input-wait", own_input[wid], ref_input, "waiting for its own input pipeline"
+        else:
+            cause, value, ref, what = "compute", compute[wid], ref_compute, "computing its step"
+        waiting = {w: round(peer[w], 4) for w in others if peer[w] - peer[wid] >= PEER_WAIT_MARGIN}
+        row = workers[wid]
+        waiting_text = ", ".join(f"{w} {share:.0%}" for w, share in waiting.items())
+        out.append({
+            "worker": wid,
+            "task_type": row.get("task_type"),
+            "task_index": row.get("task_index"),
+            "cause": cause,
+            "value": round(value, 4),
+            "others_median": round(ref, 4),
+            "ratio": round(value / ref, 2) if ref > 0 else None,
+            "peer_wait_share": round(peer[wid], 4),
+            "waiting_workers": waiting,
+            "message": (
+                f"{_who(wid, row)} is the straggler: it spends {value:.0%} of its step time {what}, against "
+                f"{ref:.0%} on the other workers, while they wait for it in collectives ({waiting_text} of their "
+                f"step time; {peer[wid]:.0%} on {wid}). Every synchronous step is as slow as this worker"
+            ),
+        })
+    return out
+
+
+def _explain_waiting(signals: list[Signal], stragglers: list[dict[str, Any]], workers: dict[str, dict[str, Any]]) -> None:
+    """A worker that waits for a straggler says so: its own input-stall finding, if any, is
+    marked as caused by the straggler."""
+    if not stragglers:
+        return
+    for sig in signals:
+        if sig.kind != "input-stall" or not isinstance(sig.details, dict) or sig.details.get("straggler"):
+            continue
+        waiting = [w for w in sig.details.get("workers", []) if workers.get(w, {}).get("waiting_for")]
+        if waiting:
+            by = {w: workers[w]["waiting_for"]["worker"] for w in waiting}
+            sig.details["caused_by"] = by
+            sig.message += " On " + ", ".join(f"{w} this waiting is caused by the straggler {s}" for w, s in by.items()) + "."
+
+
 def _ms(s: float) -> str:
     return f"{s * 1000:.1f} ms" if s < 10 else f"{s:.1f} s"
 
 
 def _straggler_signal(s: dict[str, Any], report: Report) -> Signal:
-    own = report.signals_of("input-stall")
+    """The ``straggler`` signal of a merged report, located at the worker's own finding of the
+    same cause when it has one (its input-stall finding for a slow input)."""
+    own = report.signals_of("input-stall") if s["cause"] == "input-wait" else []
     location = copy.deepcopy(own[0].location) if own and own[0].location else None
+    if s["cause"] == "input-wait":
+        fix = ("speed up this worker's input (parallel map, cache, no Python in the pipeline; see its input-stall "
+               "finding), or check its host and data shard")
+        cause = "its input pipeline is slower than the other workers'; synchronous all-reduce makes every worker wait for it"
+    elif s["cause"] == "compute":
+        fix = "find why this worker computes slower (a busier or slower host, other work in its step, its data shard)"
+        cause = "its step computes longer than the other workers'; synchronous all-reduce makes every worker wait for it"
+    else:
+        fix = "compare this worker's host, data shard and retraces with the others'"
+        cause = "its steps are longer than the other workers'"
     return Signal(
-        kind="input-stall",
+        kind="straggler",
         severity="warning",
-        message=s["message"],
+        message=s["message"] + ". Fix: " + fix + ".",
         location=location,
         details={
             "workers": [s["worker"]],
+            "worker": s["worker"],
+            "task_type": s.get("task_type"),
+            "task_index": s.get("task_index"),
             "straggler": True,
-            "input_wait_share": s["value"],
-            "others_median_share": s["others_median"],
-            "cause": "its input pipeline is slower than the other workers'; synchronous "
-                     "all-reduce makes every worker wait for it",
-            "fix": "speed up this worker's input (prefetch, num_parallel_calls, cache, "
-                   "no py_function), or check its host and data shard",
+            "cause": s["cause"],
+            "value": s["value"],
+            "others_median": s["others_median"],
+            "waiting_workers": s.get("waiting_workers", {}),
+            "explanation": cause,
+            "fix": fix,
         },
     )
 

@@ -16,6 +16,8 @@ from typing import Any
 from tflint.atomic import write_atomic
 
 SIGNAL_KINDS = ("retrace", "none-gradient", "soft-placement", "input-stall", "memory-growth")
+#: Kinds only a merged report (``tflint report merge``) has: they compare workers.
+MERGED_SIGNAL_KINDS = ("straggler",)
 SEVERITIES = ("error", "warning", "info")
 SCHEMA_VERSION = 1
 

@@ -26,6 +26,25 @@ total step time, first step excluded).
 ``distribute_datasets_from_function`` (their batch size). It installs nothing that runs per step
 and never initialises TensorFlow's runtime. Waiting for distributed batches is measured in one
 place only, the input-stall hook, which wraps ``DistributedIteratorBase.get_next``.
+
+Per-worker time split
+---------------------
+A synchronous step of a worker is its own input wait, its compute, and the time it waits for its
+peers in collectives. Two measurements give the peer wait:
+
+* inside ``tf.function`` (the gradient all-reduce of ``strategy.run``) on a worker that runs one
+  replica (a multi-worker job; not the several local replicas of MirroredStrategy), the hook wraps
+  ``CollectiveReplicaLauncher.all_reduce``/``_all_gather`` at trace time and brackets each
+  collective op with in-graph ``tf.timestamp`` probes: one probe once the op's input is ready
+  (this worker's compute is done), one when its output is (every peer has contributed). The
+  difference, accumulated in a host variable, is the time this worker spent in collectives:
+  mostly waiting for the slowest peer;
+* an eager fetch from a distributed iterator times the worker's own pipeline (the inner
+  per-device fetches) apart from the rest of the fetch (for a multi-worker dataset, agreeing with
+  the peers whether every worker still has data).
+
+``split`` of ``metrics["worker"]`` holds, over the same steps as ``step_time_s``,
+``input_wait_s``, ``peer_wait_s``, ``compute_s`` (the rest) and ``time_s``, with their shares.
 """
 
 from __future__ import annotations
@@ -291,6 +310,10 @@ class DistributeHook(Hook):
     def __init__(self, session: Any) -> None:
         super().__init__(session)
         reset_observations()  # a new session starts clean; re-entering it keeps what it saw
+        self._acc: Any = None
+        self._collective_read = (0.0, 0.0)
+        self.collective_probes = 0
+        self.collective_note: str | None = None
 
     def check(self) -> str | None:
         from tensorflow.python.distribute import distribute_lib
@@ -356,6 +379,80 @@ class DistributeHook(Hook):
         self.patch(base, "__init__", wrap_init)
         self.patch(base, "experimental_distribute_dataset", wrap_distribute_dataset)
         self.patch(base, "distribute_datasets_from_function", wrap_from_function)
+        self._install_collective_probe()
+
+    # -- collectives ------------------------------------------------------------------------
+    def _install_collective_probe(self) -> None:
+        try:
+            from tensorflow.python.distribute import cross_device_utils
+        except Exception as exc:  # noqa: BLE001
+            self.collective_note = f"collectives not timed: {type(exc).__name__}: {exc}"
+            return
+        launcher = getattr(cross_device_utils, "CollectiveReplicaLauncher", None)
+        if launcher is None or "all_reduce" not in launcher.__dict__:
+            self.collective_note = "collectives not timed: CollectiveReplicaLauncher.all_reduce not found"
+            return
+        import tensorflow as tf
+        from tensorflow.python.eager import context
+        from tensorflow.python.framework import ops
+        from tensorflow.python.util import nest
+
+        hook = self
+
+        def probed(orig: Any) -> Any:
+            def wrapper(launcher_self: Any, input_tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if (not hook.active or context.executing_eagerly() or not ops.inside_function()
+                        or _inside_distributed_fetch(hook.session) or not _one_local_replica()):
+                    return orig(launcher_self, input_tensor, *args, **kwargs)
+                acc = hook._collective_acc()
+                if acc is None:
+                    return orig(launcher_self, input_tensor, *args, **kwargs)
+                with ops.control_dependencies([input_tensor]):
+                    t0 = tf.timestamp()  # this worker's contribution is ready
+                with ops.control_dependencies([t0]):
+                    result = orig(launcher_self, input_tensor, *args, **kwargs)
+                try:
+                    outs = [t for t in nest.flatten(result) if isinstance(t, tf.Tensor)]
+                    if outs:
+                        with ops.control_dependencies(outs):
+                            t1 = tf.timestamp()  # every peer has contributed
+                        acc.assign_add(tf.stack([t1 - t0, tf.constant(1.0, tf.float64)]))
+                        hook.collective_probes += 1
+                except Exception as exc:  # noqa: BLE001
+                    hook.fail(exc, "collective probe")
+                return result
+
+            return wrapper
+
+        self.patch(launcher, "all_reduce", probed)
+        if "_all_gather" in launcher.__dict__:
+            self.patch(launcher, "_all_gather", probed)
+
+    def _collective_acc(self) -> Any:
+        if self._acc is None:
+            from tflint.runtime.hookbase import runtime_initialized
+
+            if not runtime_initialized():
+                return None
+            import tensorflow as tf
+            from tensorflow.python.framework import ops
+            from tensorflow.python.ops import resource_variable_ops
+
+            with ops.init_scope(), ops.device("/device:CPU:0"):
+                self._acc = resource_variable_ops.ResourceVariable(
+                    tf.zeros([2], tf.float64), trainable=False, name="tflint_collective_wait")
+        return self._acc
+
+    def collective_wait(self) -> float:
+        """Seconds spent in probed collectives so far (0.0 when none ran)."""
+        if self._acc is None or not self.collective_probes:
+            return 0.0
+        try:
+            v = self._acc.numpy()
+            self._collective_read = (float(v[0]), float(v[1]))
+        except Exception:  # noqa: BLE001
+            pass
+        return self._collective_read[0]
 
     def timing(self) -> dict[str, Any]:
         """Per-step timing of the loop over distributed iterators, as measured by the session's
@@ -370,6 +467,25 @@ class DistributeHook(Hook):
         out = describe_worker()
         out.update(self.timing())
         return out
+
+
+def _one_local_replica() -> bool:
+    """Collectives are probed only where this process runs one replica (a worker of a
+    multi-worker job): the replicas of one process (MirroredStrategy over several devices) run
+    their collectives in one graph, where extra dependencies around them can stall the run."""
+    try:
+        from tensorflow.python.distribute import distribute_lib
+
+        devices = distribute_lib.get_strategy().extended.worker_devices
+        return len(devices) == 1
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _inside_distributed_fetch(session: Any) -> bool:
+    inp = getattr(session, "input", None)
+    tls = getattr(inp, "_tls", None)
+    return bool(getattr(tls, "inside", False))
 
 
 def summarize(values: list[float]) -> dict[str, Any]:

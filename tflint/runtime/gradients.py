@@ -19,7 +19,7 @@ import time
 import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import Hook, user_site_tf_stack
+from tflint.runtime.hookbase import Hook, drop_own_frame, user_site_tf_stack
 from tflint.runtime.store import add_example
 
 KIND = "none-gradient"
@@ -225,6 +225,9 @@ class GradientHook(Hook):
                 tls.depth = depth + 1
                 try:
                     return orig(opt, grads_and_vars, *args, **kwargs)
+                except BaseException as exc:
+                    drop_own_frame(exc)  # the user's traceback reads as it would without tflint
+                    raise
                 finally:
                     tls.depth = depth
 
@@ -235,7 +238,6 @@ class GradientHook(Hook):
                 if not hook.active:
                     return orig(opt, grads, trainable_variables, *args, **kwargs)
                 depth = getattr(tls, "depth", 0)
-                eager = executing_eagerly()
                 if depth == 0 and isinstance(grads, (list, tuple)):
                     try:
                         tv = trainable_variables
@@ -244,18 +246,14 @@ class GradientHook(Hook):
                         hook._check_apply(opt, list(grads), list(tv) if isinstance(tv, (list, tuple)) else [], "apply", len(grads) == 0)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "optimizer.apply wrapper")
-                t0 = perf() if eager and depth <= 1 else 0.0
                 tls.depth = depth + 2
                 try:
-                    result = orig(opt, grads, trainable_variables, *args, **kwargs)
+                    return orig(opt, grads, trainable_variables, *args, **kwargs)
+                except BaseException as exc:
+                    drop_own_frame(exc)
+                    raise
                 finally:
                     tls.depth = depth
-                if eager and depth <= 1:
-                    try:
-                        steps.tick(("optimizer", id(opt)), type(opt).__name__, "optimizer", t0, perf())
-                    except Exception as exc:  # noqa: BLE001
-                        steps.fail(exc, "optimizer step counter")
-                return result
 
             return apply
 

@@ -88,6 +88,16 @@ def user_site_tf_stack() -> tuple[str, int] | None:
     return user_frame(sys._getframe(1))
 
 
+def drop_own_frame(exc: BaseException) -> None:
+    """Remove the frame of the wrapper that is handling ``exc`` (the head of its traceback) so
+    that a bare ``raise`` passes the user's exception on as if tflint were not there: a bare
+    ``raise`` does not add the re-raising frame again, and TensorFlow's error messages for
+    errors inside ``tf.function`` list the frames of the traceback they receive."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code.co_filename.startswith(_TFLINT_DIR):
+        exc.__traceback__ = tb.tb_next
+
+
 def runtime_initialized() -> bool:
     """True once TensorFlow's eager runtime (devices, collectives) has been initialised.
 

@@ -19,11 +19,22 @@
   point at the pipeline and say whether it has ``prefetch``, parallel ``map``, ``py_function`` or
   ``from_generator``.
 
-Classification follows TensorBoard's input-pipeline analyzer: waiting >= 20% of step time is
-"highly" input-bound, >= 5% "moderately". Nothing is reported for a moderate wait on a pipeline
-that ends with ``prefetch``, nor for a prefetched pipeline of TensorFlow ops (no Python map or
-generator) whose batches arrive in under ``READY_FETCH_S`` on average: the data is ready, and
-only a very short step makes the hand-over look large.
+The dataset judged is the one that feeds the steps: the one read inside the training
+``tf.function`` (described at trace time, so Keras' adapter pipelines for NumPy arrays, which live
+no longer than their iterator, are seen as they are) or the eager iterator with the most waiting.
+Its description reads the pipeline's real options: TensorFlow 2.21 appends a prefetch to a
+pipeline whose last transformation is synchronous unless
+``experimental_optimization.inject_prefetch`` or autotuning is off (``injected_prefetch``), and
+no advice ever suggests a transformation that is present or injected.
+
+The wait is attributed to the training loops of :mod:`tflint.runtime.steps` and judged over the
+same steps, start-up included (the interval ending with a loop's first step holds shuffle-buffer
+fills and first file reads, reported as start-up waiting). Classification follows TensorBoard's
+input-pipeline analyzer: waiting >= 20% of that time is "highly" input-bound, >= 5%
+"moderately". Nothing is reported for a moderate steady wait on a prefetched pipeline, nor for a
+prefetched pipeline of TensorFlow ops (no Python map or generator) whose batches arrive in under
+``READY_FETCH_S`` per step after start-up: the data is ready, and only a very short step makes
+the hand-over look large.
 """
 
 from __future__ import annotations
@@ -58,6 +69,75 @@ def _first_input(d: Any) -> Any:
     return ins[0] if ins else None
 
 
+_ASYNC_FINAL = ("Prefetch", "ParallelMap", "ParallelInterleave", "ParallelBatch", "MapAndBatch")
+_FILE_SOURCES = ("TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "ListFilesDataset")
+
+
+def _fn_name(f: Any) -> str | None:
+    name = getattr(f, "__name__", None) or getattr(f, "__qualname__", None)
+    return str(name) if name else None
+
+
+def _py_callables(graph: Any) -> list[str]:
+    """Names of the Python functions run by the py_function/numpy_function ops of a graph."""
+    names: list[str] = []
+    try:
+        from tensorflow.python.ops import script_ops
+
+        for op in graph.get_operations():
+            if op.type not in ("EagerPyFunc", "PyFunc", "PyFuncStateless"):
+                continue
+            token = op.get_attr("token")
+            token = token.decode() if isinstance(token, bytes) else token
+            f = script_ops._py_funcs.get(token)
+            f = getattr(f, "_func", f)
+            n = _fn_name(f)
+            if n and n not in names:
+                names.append(n)
+    except Exception:  # noqa: BLE001 - the names are a courtesy
+        pass
+    return names
+
+
+def _scalar(t: Any) -> int | None:
+    try:
+        return int(t.numpy()) if hasattr(t, "numpy") else int(t)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _injected_prefetch(ds: Any, final_async: bool) -> tuple[bool, str]:
+    """Whether tf.data's static optimizations append a prefetch to this pipeline.
+
+    ``tf.data.Options().experimental_optimization.inject_prefetch`` (TensorFlow 2.21, options.py):
+    "Whether to inject prefetch transformation as the last transformation when the last
+    transformation is a synchronous transformation. If None, defaults to True." It is an
+    autotuning rewrite, so ``autotune.enabled = False`` turns it off too."""
+    if final_async:
+        return False, "the final transformation is already asynchronous"
+    try:
+        import warnings
+
+        from tensorflow.python.framework import ops
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # read at trace time: no warning in the user's output
+            try:
+                with ops.init_scope():
+                    opts = ds.options()
+            except Exception:  # noqa: BLE001 - a dataset built inside a graph
+                opts = ds.options()
+        inject = opts.experimental_optimization.inject_prefetch
+        autotune = opts.autotune.enabled
+    except Exception:  # noqa: BLE001
+        return False, "options unreadable"
+    if inject is False:
+        return False, "experimental_optimization.inject_prefetch = False"
+    if autotune is False:
+        return False, "autotune.enabled = False"
+    return True, "tf.data injects a final prefetch (experimental_optimization.inject_prefetch defaults to True)"
+
+
 def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
     """Facts about a tf.data pipeline, walking from the final dataset to its sources."""
     chain: list[str] = []
@@ -65,6 +145,11 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
              "py_function": False, "from_generator": False, "cache": False}
     sites: list[list[Any]] = []
     iter_site = None
+    map_functions: list[dict[str, Any]] = []
+    shuffle: dict[str, Any] | None = None
+    file_source = None
+    slow_before_shuffle: list[str] = []
+    top = None
     d = ds
     depth = 0
     while d is not None and depth < max_depth:
@@ -75,6 +160,8 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
             d = _first_input(d)
             depth += 1
             continue
+        if top is None:
+            top = d
         name = type(d).__name__.lstrip("_")
         chain.append(name)
         site = getattr(d, "_tflint_site", None)
@@ -88,27 +175,59 @@ def describe_dataset(ds: Any, max_depth: int = 64) -> dict[str, Any]:
                 flags["final_prefetch"] = True
         if "Cache" in name:
             flags["cache"] = True
+        mf = getattr(d, "_map_func", None)
+        fname = _fn_name(getattr(mf, "_func", None)) if mf is not None else None
+        qualname = str(getattr(getattr(mf, "_func", None), "__qualname__", "")) if mf is not None else ""
+        keras_internal = "DataAdapter." in qualname  # Keras' own adapter pipeline
+        if keras_internal:
+            flags["keras_adapter"] = True
         if "ParallelMap" in name or "ParallelInterleave" in name or "ParallelBatch" in name:
             flags["parallel_map"] = True
-        elif name in ("MapDataset", "MapAndBatchDataset"):
+        elif name in ("MapDataset", "MapAndBatchDataset") and not keras_internal:
             flags["sequential_map"] = True
-        mf = getattr(d, "_map_func", None)
+        if "Shuffle" in name and shuffle is None:
+            shuffle = {"buffer_size": _scalar(getattr(d, "_buffer_size", None)), "position": len(chain) - 1}
+        if any(f in name for f in _FILE_SOURCES) and file_source is None:
+            file_source = name
         if mf is not None:
             try:
-                types = {op.type for op in mf.function.graph.get_operations()}
+                graph = mf.function.graph
+                types = {op.type for op in graph.get_operations()}
+                entry: dict[str, Any] = {"transformation": name, "function": fname}
                 if types & {"EagerPyFunc", "PyFunc", "PyFuncStateless"}:
                     flags["py_function"] = True
+                    entry["py_function"] = _py_callables(graph)
                 if "GeneratorDataset" in types:
                     flags["from_generator"] = True
+                if len(map_functions) < 8:
+                    map_functions.append(entry)
+                if shuffle is not None and entry.get("py_function"):
+                    slow_before_shuffle.append(entry.get("function") or name)
             except Exception:  # noqa: BLE001
                 pass
         if "Generator" in name:
             flags["from_generator"] = True
+            if shuffle is not None:
+                slow_before_shuffle.append("from_generator")
         d = _first_input(d)
         depth += 1
     if not sites and iter_site:
         sites.append(list(iter_site))
-    return {"chain": chain, "sites": sites[:8], "created_before_watch": bool(iter_site and not sites[1:] and sites and list(iter_site) == sites[0]), **flags}
+    final_async = bool(chain) and any(a in c for a in _ASYNC_FINAL for c in chain[:1])
+    if chain and chain[0] == "OptionsDataset":
+        final_async = any(a in c for a in _ASYNC_FINAL for c in chain[1:2])
+    injected, why = _injected_prefetch(top, final_async or flags["final_prefetch"]) if top is not None else (False, "")
+    out = {"chain": chain, "sites": sites[:8],
+           "created_before_watch": bool(iter_site and not sites[1:] and sites and list(iter_site) == sites[0]), **flags}
+    out["injected_prefetch"] = injected
+    out["prefetch_note"] = why
+    out["map_functions"] = map_functions
+    if shuffle is not None:
+        shuffle["filled_by"] = slow_before_shuffle  # slow stages upstream of the buffer
+        out["shuffle"] = shuffle
+    if file_source:
+        out["file_source"] = file_source
+    return out
 
 
 _DISTRIBUTE_DIR = os.sep + os.path.join("tensorflow", "python", "distribute") + os.sep
@@ -142,7 +261,7 @@ def _distributed_iterator_class() -> Any:
 def _dataset_of(it: Any) -> Any:
     """The dataset an iterator reads: a tf.data iterator's own, or for a distributed iterator
     the dataset of its (first) worker iterator."""
-    ds = getattr(it, "_dataset", None)
+    ds = getattr(it, "_dataset", None) or getattr(it, "_tflint_dataset", None)
     if ds is not None:
         return ds
     inner = getattr(it, "_iterators", None)
@@ -195,6 +314,14 @@ class InputHook(Hook):
         self._dist_sum_wait = 0.0
         self._dist_sum_interval = 0.0
         self._dist_first_batch_seen = False
+        self._dist_peers: list[float] = []
+        self._dist_pending_peer = 0.0
+        self._dist_sum_peer = 0.0
+        self._dist_coll_mark = 0.0
+        self._dist_inner_timed = False
+        self.first_fetch_t0: float | None = None  # start of the first eager fetch
+        self._fetch_start: float | None = None  # start of the first eager fetch since the last step
+        self._graph_ds: dict[Any, Any] = {}  # loop key -> description of the dataset read in its trace
 
     def check(self) -> str | None:
         try:
@@ -249,6 +376,7 @@ class InputHook(Hook):
                 with ops.control_dependencies(flat):
                     t1 = tf.timestamp()
                 dt = t1 - t0
+                hook._note_graph_dataset(it)
                 acc.assign_add(tf.stack([dt, tf.constant(1.0, tf.float64), tf.maximum(dt - SLOW_FETCH_S, 0.0)]))
                 hook._graph_probes += 1
             except Exception as exc:  # noqa: BLE001
@@ -257,14 +385,16 @@ class InputHook(Hook):
 
         def make_next(orig: Any) -> Any:
             def _next_internal(it: Any) -> Any:
-                if not hook.active or getattr(tls, "inside", False):
+                if not hook.active:
                     return orig(it)
+                if getattr(tls, "inside", False):
+                    return inner_fetch(orig, it)
                 if executing_eagerly():
                     t0 = perf()
                     result = orig(it)
                     t1 = perf()
                     try:
-                        hook._on_eager_wait(it, t1 - t0)
+                        hook._on_eager_wait(it, t1 - t0, t0)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "iterator wait")
                     return result
@@ -279,6 +409,10 @@ class InputHook(Hook):
                 orig(it, dataset=dataset, components=components, element_spec=element_spec)
                 if (hook.active and dataset is not None and executing_eagerly()
                         and not getattr(dataset, "_tflint_distribute_internal", False)):
+                    try:
+                        object.__setattr__(it, "_tflint_dataset", dataset)  # what it reads, for in-graph fetches
+                    except Exception:  # noqa: BLE001
+                        pass
                     try:
                         hook._last_dataset = weakref.ref(dataset)
                         if getattr(dataset, "_tflint_site", None) is None:
@@ -307,9 +441,22 @@ class InputHook(Hook):
 
             return __init__
 
+        def inner_fetch(orig: Any, it: Any) -> Any:
+            # a fetch of this worker's own pipeline inside a distributed fetch: timed apart
+            if not executing_eagerly():
+                return orig(it)
+            t0 = perf()
+            try:
+                return orig(it)
+            finally:
+                tls.inner = getattr(tls, "inner", 0.0) + (perf() - t0)
+                tls.inner_n = getattr(tls, "inner_n", 0) + 1
+
         def make_next_optional(orig: Any) -> Any:
             # Keras fit with steps_per_execution > 1 fetches through get_next_as_optional
             def get_next_as_optional(it: Any) -> Any:
+                if hook.active and getattr(tls, "inside", False):
+                    return inner_fetch(orig, it)
                 if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
                     return orig(it)
                 return probe(lambda: orig(it), it)
@@ -323,6 +470,7 @@ class InputHook(Hook):
                     return orig(it, *args, **kwargs)
                 if executing_eagerly():
                     tls.inside = True
+                    tls.inner, tls.inner_n = 0.0, 0
                     t0 = perf()
                     try:
                         result = orig(it, *args, **kwargs)
@@ -330,7 +478,7 @@ class InputHook(Hook):
                         tls.inside = False
                     t1 = perf()
                     try:
-                        hook._on_dist_wait(it, t0, t1, result)
+                        hook._on_dist_wait(it, t0, t1, result, tls.inner if tls.inner_n else None)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "distributed iterator wait")
                     return result
@@ -372,9 +520,14 @@ class InputHook(Hook):
             self.store.values["input.distributed"] = "distributed iterators not timed: input_lib.DistributedIteratorBase.get_next not found"
 
     # ---------------------------------------------------------------------------------
-    def _on_eager_wait(self, it: Any, dt: float) -> None:
+    def _on_eager_wait(self, it: Any, dt: float, t0: float | None = None) -> None:
         self.eager_wait += dt
         self.eager_count += 1
+        if t0 is not None:
+            if self.first_fetch_t0 is None:
+                self.first_fetch_t0 = t0
+            if self._fetch_start is None:
+                self._fetch_start = t0
         st = self._by_iter.get(id(it))
         if st is None:
             if len(self._by_iter) >= MAX_DATASETS:
@@ -406,9 +559,15 @@ class InputHook(Hook):
         except Exception:  # noqa: BLE001 - only the description of the dataset is lost
             pass
 
-    def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any) -> None:
-        """An eager fetch from a distributed iterator (one step's batch for all replicas)."""
-        self._on_eager_wait(it, t1 - t0)
+    def _on_dist_wait(self, it: Any, t0: float, t1: float, result: Any, own: float | None = None) -> None:
+        """An eager fetch from a distributed iterator (one step's batch for all replicas).
+        ``own``: the part spent in this worker's own pipeline (None when it was not timed)."""
+        fetch = t1 - t0
+        self._dist_inner_timed = self._dist_inner_timed or own is not None
+        own = fetch if own is None else min(own, fetch)
+        self._on_eager_wait(it, own, t0)
+        dist = getattr(self.session, "distribute", None)
+        coll = dist.collective_wait() if dist is not None and dist.collective_probes else 0.0
         with self._lock:
             self._dist_calls += 1
             if self._dist_calls >= 3:
@@ -416,15 +575,21 @@ class InputHook(Hook):
                 interval = t0 - self._dist_last_start
                 self._dist_sum_interval += interval
                 self._dist_sum_wait += self._dist_pending_wait
+                peer = self._dist_pending_peer + max(0.0, coll - self._dist_coll_mark)
+                self._dist_sum_peer += peer
                 if closed % self._dist_stride == 0:
                     self._dist_intervals.append(interval)
                     self._dist_waits.append(self._dist_pending_wait)
+                    self._dist_peers.append(peer)
                     if len(self._dist_intervals) >= MAX_DIST_SAMPLES:
                         self._dist_intervals = self._dist_intervals[::2]
                         self._dist_waits = self._dist_waits[::2]
+                        self._dist_peers = self._dist_peers[::2]
                         self._dist_stride *= 2
             self._dist_last_start = t0
-            self._dist_pending_wait = t1 - t0
+            self._dist_pending_wait = own
+            self._dist_pending_peer = fetch - own  # e.g. agreeing with the peers on end of data
+            self._dist_coll_mark = coll
         if not self._dist_first_batch_seen:
             self._dist_first_batch_seen = True
             from tflint.runtime.distribute import observe_first_batch
@@ -438,15 +603,34 @@ class InputHook(Hook):
         from tflint.runtime.distribute import summarize
 
         with self._lock:
-            intervals, waits = list(self._dist_intervals), list(self._dist_waits)
-            total_i, total_w = self._dist_sum_interval, self._dist_sum_wait
+            intervals, waits, peers = list(self._dist_intervals), list(self._dist_waits), list(self._dist_peers)
+            total_i, total_w, total_p = self._dist_sum_interval, self._dist_sum_wait, self._dist_sum_peer
         if not intervals:
             return {}
+        dist = getattr(self.session, "distribute", None)
+        probes = bool(dist is not None and dist.collective_probes)
+        compute = max(0.0, total_i - total_w - total_p)
+
+        def share(v: float) -> float | None:
+            return round(v / total_i, 4) if total_i > 0 else None
+
         return {
             "steps_observed": len(intervals),
             "step_time_s": summarize(intervals),
             "input_wait_s": summarize(waits),
-            "input_wait_share": round(total_w / total_i, 4) if total_i > 0 else None,
+            "input_wait_share": share(total_w),
+            "peer_wait_s": summarize(peers),
+            "split": {
+                "time_s": round(total_i, 6),
+                "input_wait_s": round(total_w, 6),
+                "peer_wait_s": round(total_p, 6),
+                "compute_s": round(compute, 6),
+                "input_wait_share": share(total_w),
+                "peer_wait_share": share(total_p),
+                "compute_share": share(compute),
+                "collectives_timed": probes,
+                "own_pipeline_timed": self._dist_inner_timed,
+            },
         }
 
     def _graph_totals(self, force: bool = False) -> tuple[float, float, float]:
@@ -461,6 +645,38 @@ class InputHook(Hook):
 
     def total_wait(self, force: bool = False) -> float:
         return self.eager_wait + self._graph_totals(force)[0]
+
+    def wait_now(self, force: bool = False) -> float:
+        """All input wait so far: eager fetches exactly, in-graph fetches as last read (read
+        again when ``force`` or when ``READ_INTERVAL_S`` has passed since the last read)."""
+        if self._acc is not None and self._graph_probes:
+            now = time.perf_counter()
+            if force or now - self._last_read_t >= READ_INTERVAL_S:
+                self._last_read_t = now
+                self._graph_totals(force=True)
+        return self.eager_wait + self._acc_read[0]
+
+    def take_fetch_start(self) -> float | None:
+        """Start of the first eager fetch since the previous call (then forgotten)."""
+        t, self._fetch_start = self._fetch_start, None
+        return t
+
+    def _note_graph_dataset(self, it: Any) -> None:
+        """At trace time: the dataset read by the tf.function being traced (the step)."""
+        steps = self.session.steps
+        fn = getattr(steps, "_calling", None) if steps is not None else None
+        if fn is None:
+            return
+        key = steps.loop_key(fn)
+        if key in self._graph_ds or len(self._graph_ds) >= MAX_DATASETS:
+            return
+        ds = _dataset_of(it)
+        if ds is None:
+            ref = self._last_dataset
+            ds = ref() if ref is not None else None
+        if ds is not None:
+            # described now: Keras' adapter datasets live no longer than their iterator
+            self._graph_ds[key] = describe_dataset(ds)
 
     def reset_window(self) -> None:
         self._win_t = None
@@ -484,19 +700,29 @@ class InputHook(Hook):
         self._win_t, self._win_wait = now, w
 
     # ---------------------------------------------------------------------------------
-    def _main_dataset(self) -> tuple[dict[str, Any] | None, Any]:
-        """Description of the dataset with the most waiting, and its stats."""
+    def _main_dataset(self, loops: list[Any]) -> tuple[dict[str, Any] | None, Any]:
+        """Description of the dataset that feeds the steps with the most waiting, and its stats:
+        the dataset read inside the training tf.function (fit's adapter pipeline, a distributed
+        dataset's pipeline), else the eager iterator with the most waiting."""
         best = None
         for st in self._by_iter.values():
             if best is None or st.wait > best.wait:
                 best = st
         gw, gc, _ = self._acc_read
         if gc and (best is None or gw > best.wait):
-            ref = self._last_dataset
-            ds = ref() if ref is not None else None
+            desc = None
+            for lp in sorted(loops, key=lambda lp: -(lp.steady_wait_s + lp.startup_wait_s)):
+                if lp.key in self._graph_ds:
+                    desc = self._graph_ds[lp.key]
+                    break
+            if desc is None:
+                descs = list(self._graph_ds.values())
+                ref = self._last_dataset
+                ds = ref() if ref is not None else None
+                desc = descs[0] if len(descs) == 1 else (describe_dataset(ds) if ds is not None else None)
             stats = _IterStats()
             stats.wait, stats.count = gw, int(gc)
-            return (describe_dataset(ds) if ds is not None else None), stats
+            return desc, stats
         if best is None:
             return None, None
         if best.desc is None and best.dataset is not None:
@@ -506,31 +732,47 @@ class InputHook(Hook):
         return best.desc, best
 
     def summary(self) -> dict[str, Any]:
-        gw, gc, gx = self._graph_totals(force=True)
-        first, last = self._first, self._last
-        share = None
         steps = self.session.steps
-        if first is not None and last is not None and last[0] > first[0]:
-            total = self.eager_wait + gw
-            share = max(0.0, min(1.0, (total - first[1]) / (last[0] - first[0])))
-        desc, stats = self._main_dataset()
+        if steps is not None:
+            try:
+                steps.finish()
+            except Exception as exc:  # noqa: BLE001
+                steps.fail(exc, "final input-wait attribution")
+        gw, gc, gx = self._graph_totals(force=True)
+        loops = steps.loops() if steps is not None else []
+        n_steps = sum(lp.n for lp in loops)
+        startup_wait = sum(lp.startup_wait_s for lp in loops)
+        steady_wait = sum(lp.steady_wait_s for lp in loops)
+        startup_span = sum(lp.startup_s for lp in loops)
+        steady_span = sum(lp.total for lp in loops)
+        intervals = sum(lp.series.count for lp in loops)
+        span = startup_span + steady_span
+        share = max(0.0, min(1.0, (startup_wait + steady_wait) / span)) if span > 0 else None
+        desc, stats = self._main_dataset(loops)
         fetches = self.eager_count + int(gc)
         out: dict[str, Any] = {
             "share": share,
+            "steady_share": (max(0.0, min(1.0, steady_wait / steady_span)) if steady_span > 0 else None),
             "series": self.series.downsample(200),
-            "wait_s": self.eager_wait + gw,
+            "wait_s": startup_wait + steady_wait,
+            "startup_wait_s": startup_wait,
+            "steady_wait_s": steady_wait,
+            "time_s": span,
+            "startup_time_s": startup_span,
+            "steady_wait_per_step_s": (steady_wait / intervals) if intervals else None,
+            "all_fetches_wait_s": self.eager_wait + gw,
             "fetches": fetches,
             "eager_fetches": self.eager_count,
             "in_graph_fetches": int(gc),
             "mean_fetch_s": ((self.eager_wait + gw) / fetches) if fetches else None,
-            "steps": steps.count if steps is not None else 0,
+            "steps": n_steps,
         }
         if stats is not None and stats.count:
             out["slow_fetch_fraction"] = (stats.slow / stats.count) if stats is not self._graph_stats and stats.slow else None
         if desc is not None:
             out["dataset"] = desc
         # loops fed without tf.data (e.g. a Python generator): time spent outside the step function
-        prim = steps.primary if steps is not None else None
+        prim = steps.main_loop() if steps is not None else None
         if prim is not None and prim.kind == "function" and prim.total > 0 and prim.n >= 2:
             out["outside_step_share"] = max(0.0, min(1.0, 1.0 - prim.calls_time / prim.total))
             out["outside_step_mean_s"] = max(0.0, prim.total - prim.calls_time) / (prim.n - 1)
@@ -554,35 +796,59 @@ class InputHook(Hook):
             return []
         desc = summary.get("dataset") or {}
         high = share >= HIGH
-        if not high and desc.get("final_prefetch"):
+        prefetched = bool(desc.get("final_prefetch") or desc.get("injected_prefetch"))
+        wait = summary.get("wait_s") or 0.0
+        startup = summary.get("startup_wait_s") or 0.0
+        startup_bound = wait > 0 and startup >= 0.5 * wait
+        python_stage = any(desc.get(k) for k in ("py_function", "from_generator", "sequential_map"))
+        if not high and prefetched and not startup_bound:
             return []  # moderate wait with prefetch already in place: nothing actionable
-        if (desc.get("final_prefetch") and not any(desc.get(k) for k in ("py_function", "from_generator", "sequential_map"))
-                and (summary.get("mean_fetch_s") or 0.0) < READY_FETCH_S):
+        per_step = summary.get("steady_wait_per_step_s")
+        if prefetched and not python_stage and not startup_bound and (per_step if per_step is not None else 0.0) < READY_FETCH_S:
             # a prefetched pipeline of TensorFlow ops handing over each batch in under a
             # millisecond: the batches are ready, the share only reflects a very short step
             return []
+        slow = _slow_stages(desc)
+        shuffle = desc.get("shuffle") or {}
         advice = []
+        for m in desc.get("map_functions") or []:
+            for py in m.get("py_function") or []:
+                advice.append(f"`{py}` runs in Python under the GIL (tf.py_function/numpy_function in map "
+                              f"`{m.get('function') or m['transformation']}`): rewrite it with TensorFlow ops")
         if desc.get("from_generator"):
             advice.append("the pipeline runs a Python generator (from_generator), which is single-threaded and holds the GIL: "
                           "move the work into tf.data ops, or precompute/cache the data")
-        if desc.get("py_function"):
-            advice.append("a map runs tf.py_function/numpy_function (Python, under the GIL): replace it with TensorFlow ops")
+        if startup_bound and shuffle.get("filled_by"):
+            advice.append(f"shuffle({shuffle.get('buffer_size') or ''}) waits for its whole buffer to be filled through "
+                          f"{', '.join(f'`{x}`' for x in shuffle['filled_by'])} before the first batch: shuffle cheap "
+                          "elements (file names, indices) before the expensive map, or use a smaller buffer")
         if desc.get("sequential_map"):
             advice.append("map() runs sequentially: pass num_parallel_calls=tf.data.AUTOTUNE")
-        if not desc.get("final_prefetch"):
+        if not prefetched:
             advice.append("end the pipeline with .prefetch(tf.data.AUTOTUNE) so the next batch is prepared during the step")
-        if not desc.get("cache") and not desc.get("from_generator"):
+        if not desc.get("cache") and not desc.get("from_generator") and (desc.get("py_function") or desc.get("sequential_map")):
             advice.append("cache() the dataset after expensive, deterministic preprocessing")
         if not advice:
             advice.append("make the producer faster (more parallelism, less per-element Python work) or the input smaller")
         level = "HIGHLY" if high else "MODERATELY"
-        mean = summary.get("mean_fetch_s")
-        msg = (f"{level} input-bound: {share * 100:.1f}% of step time is spent waiting for the next batch "
-               f"(TensorBoard's thresholds: >= 20% highly, >= 5% moderately)")
-        if mean:
-            msg += f"; a batch takes {mean * 1e3:.2f} ms to arrive on average"
+        n = summary.get("steps", 0)
+        msg = (f"{level} input-bound: {share * 100:.1f}% of the time of the {n:,} steps counted is spent waiting for "
+               f"the next batch ({_secs(wait)} of {_secs(summary.get('time_s') or 0.0)}; "
+               f"TensorBoard's thresholds: >= 20% highly, >= 5% moderately)")
+        if startup > 0.05 * wait and startup > 0.01:
+            msg += f"; {_secs(startup)} of it at start-up, before the first step"
+            if shuffle.get("filled_by"):
+                msg += f" (filling shuffle's buffer of {shuffle.get('buffer_size')} elements)"
+        if per_step:
+            msg += f"; after start-up a step waits {per_step * 1e3:.2f} ms for its batch"
+        if slow:
+            msg += f". Slow stage: {', '.join(slow)}"
         if desc.get("chain"):
-            msg += f". Pipeline: {' <- '.join(desc['chain'][:6])}"
+            msg += f". Pipeline (last transformation first): {' <- '.join(desc['chain'][:8])}"
+            if len(desc["chain"]) > 8:
+                msg += " <- …"
+            if desc.get("injected_prefetch"):
+                msg += " (tf.data appends a prefetch)"
         msg += ". Fix: " + "; ".join(advice) + "."
         sites = desc.get("sites") or []
         loc = Location(str(sites[0][0]), int(sites[0][1])) if sites else None
@@ -595,8 +861,12 @@ class InputHook(Hook):
                 details={
                     "wait_share": share,
                     "classification": summary.get("classification"),
-                    "mean_fetch_s": mean,
+                    "wait_s": wait,
+                    "startup_wait_s": startup,
+                    "steady_wait_per_step_s": per_step,
+                    "mean_fetch_s": summary.get("mean_fetch_s"),
                     "fetches": summary.get("fetches"),
+                    "slow_stages": slow,
                     "dataset": desc or None,
                     "advice": advice,
                 },
@@ -629,3 +899,21 @@ class InputHook(Hook):
                          "step_function": fn, "source": "python-loop", "dataset": None},
             )
         ]
+
+
+def _secs(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1.0 else f"{s:.1f} s"
+
+
+def _slow_stages(desc: dict[str, Any]) -> list[str]:
+    """What in the pipeline runs Python or reads files, as far as its structure tells."""
+    out = []
+    for m in desc.get("map_functions") or []:
+        py = m.get("py_function") or []
+        if py:
+            out.append(f"map `{m.get('function') or m['transformation']}` calling Python `{'`, `'.join(py)}`")
+    if desc.get("from_generator"):
+        out.append("a Python generator (from_generator)")
+    if desc.get("file_source"):
+        out.append(f"file reads ({desc['file_source']})")
+    return out

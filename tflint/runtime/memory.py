@@ -261,3 +261,140 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
     out["min_growth_bytes"] = gate
     out["growth"] = bool(slope > MIN_SLOPE_BYTES_PER_STEP and z > MIN_Z and growth > gate)
     return out
+
+
+# ------------------------------------------------------------------- growing containers
+_HELD_TYPES = ("EagerTensor", "ResourceVariable", "ndarray", "KerasTensor", "Variable", "SymbolicTensor")
+MAX_CONTAINERS = 16
+MAX_USER_FRAMES = 8
+
+
+def _held_type(obj: Any) -> str | None:
+    """Type name of the last item of a list/deque when it is a tensor, variable or array."""
+    if not isinstance(obj, list) and type(obj).__name__ != "deque":
+        return None
+    if len(obj) < 2:
+        return None
+    try:
+        tname = type(obj[-1]).__name__
+    except Exception:  # noqa: BLE001
+        return None
+    return tname if tname in _HELD_TYPES else None
+
+
+def _nbytes(x: Any) -> int:
+    nb = getattr(x, "nbytes", None)
+    if isinstance(nb, int):
+        return nb
+    try:
+        n = math.prod(int(d or 0) for d in x.shape)
+        return n * int(getattr(getattr(x, "dtype", None), "size", 4) or 4)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+class ContainerWatch:
+    """Python lists that hold tensors/arrays in the frames of the training loop, and how their
+    length follows the step count. Sampled at a loop's steps 4, 8, 16, 32, ... (a few dozen
+    samples in a long run); a container is reported only when it was measured growing with the
+    steps, whatever the bytes."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, str], dict[str, Any]] = {}
+
+    def sample(self, frame: Any, step: int) -> None:
+        from tflint.runtime.hookbase import is_library_file
+
+        f = frame
+        users = 0
+        while f is not None and users < MAX_USER_FRAMES:
+            code = f.f_code
+            if not is_library_file(code.co_filename):
+                users += 1
+                self._scan(f, code, step)
+            f = f.f_back
+
+    def _scan(self, f: Any, code: Any, step: int) -> None:
+        try:
+            items = list(f.f_locals.items())
+        except Exception:  # noqa: BLE001
+            return
+        for name, value in items:
+            tname = _held_type(value)
+            if tname is None:
+                continue
+            key = (code, name)
+            rec = self._seen.get(key)
+            if rec is None:
+                if len(self._seen) >= MAX_CONTAINERS:
+                    continue
+                rec = self._seen[key] = {"obj": value, "name": name, "code": code, "type": tname, "samples": []}
+            elif rec["obj"] is not value:
+                rec.update(obj=value, type=tname, samples=[])  # rebound to a new list: start again
+            rec["samples"].append((step, len(value)))
+            if len(rec["samples"]) > 64:
+                del rec["samples"][1:3]
+
+    def growing(self, step_now: int) -> list[dict[str, Any]]:
+        """Containers whose length grew by about one item (or more) per step between samples."""
+        out = []
+        for rec in self._seen.values():
+            samples = list(rec["samples"])
+            obj = rec["obj"]
+            try:
+                n_now = len(obj)
+            except Exception:  # noqa: BLE001
+                continue
+            if not samples or step_now > samples[-1][0]:
+                samples.append((step_now, n_now))
+            if len(samples) < 3:
+                continue
+            (s0, n0), (s1, n1) = samples[0], samples[-1]
+            if s1 <= s0 or n1 <= n0:
+                continue
+            rate = (n1 - n0) / (s1 - s0)
+            # grew between every pair of samples, by at least one item per two steps
+            monotone = all(b[1] > a[1] for a, b in zip(samples, samples[1:]) if b[0] > a[0])
+            if rate < 0.5 or not monotone:
+                continue
+            each = 0
+            try:
+                tail = list(obj)[-50:]
+                each = sum(_nbytes(x) for x in tail) / max(1, len(tail))
+            except Exception:  # noqa: BLE001
+                pass
+            code = rec["code"]
+            file, line = _append_line(code, rec["name"])
+            where = "module level" if code.co_name == "<module>" else f"{code.co_name}()"
+            out.append({
+                "kind": "accumulated-tensors",
+                "name": rec["name"],
+                "type": rec["type"],
+                "count": n_now,
+                "per_step": round(rate, 2),
+                "bytes_each": each,
+                "bytes_held": each * n_now,
+                "file": file,
+                "line": line,
+                "scope": where,
+                "samples": [list(s) for s in samples[-8:]],
+            })
+        out.sort(key=lambda c: -c["count"])
+        return out
+
+
+def _append_line(code: Any, name: str) -> tuple[str, int]:
+    """(file, line) where ``name`` is appended to inside ``code``, else where ``code`` starts."""
+    import linecache
+    import re
+
+    file = code.co_filename
+    try:
+        lines = sorted({ln for _, _, ln in code.co_lines() if ln})
+    except Exception:  # noqa: BLE001
+        lines = []
+    pat = re.compile(rf"\b{re.escape(name)}\s*(\.\s*(append|extend|insert|appendleft)\s*\(|\+=)")
+    for ln in lines:
+        if pat.search(linecache.getline(file, ln)):
+            return file, ln
+    return file, code.co_firstlineno

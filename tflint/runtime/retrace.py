@@ -12,6 +12,7 @@ variable-creation re-trace, a call from a new outer graph). Every other trace is
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import weakref
@@ -346,3 +347,31 @@ class RetraceHook(Hook):
                 "t": round(time.perf_counter() - self.session.t0, 6),
             },
         )
+
+
+_SPEC_CHANGE = re.compile(r"^(?P<arg>[^:]+): TensorSpec\(shape=\((?P<old>[^)]*)\)\) -> \((?P<new>[^)]*)\)$")
+
+
+def partial_batch_change(causes: list[str]) -> dict[str, Any] | None:
+    """``{"args", "full", "partial"}`` when every cause of a retrace is a tensor argument whose
+    leading (batch) dimension shrank while its other dimensions stayed: a final partial batch."""
+    if not causes:
+        return None
+    args, full, partial = [], None, None
+    for c in causes:
+        m = _SPEC_CHANGE.match(c)
+        if m is None:
+            return None
+        old = [d.strip() for d in m.group("old").split(",") if d.strip()]
+        new = [d.strip() for d in m.group("new").split(",") if d.strip()]
+        if len(old) != len(new) or not old or old[1:] != new[1:]:
+            return None
+        try:
+            o, n = int(old[0]), int(new[0])
+        except ValueError:
+            return None
+        if n >= o or (full is not None and (o, n) != (full, partial)):
+            return None
+        full, partial = o, n
+        args.append(m.group("arg").strip())
+    return {"args": args, "full": full, "partial": partial}

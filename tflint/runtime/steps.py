@@ -1,34 +1,58 @@
-"""Step detection and the step-time series.
+"""Step detection: every training loop of the process, each with its own steps and timing.
 
-A *step* is one tick of the best source seen so far, in this order of preference:
+A *training loop* is a stream of optimizer updates:
 
-4. ``keras``     — Keras ``on_train_batch_end`` (the tflint Keras callback);
-3. ``optimizer`` — an optimizer ``apply``/``apply_gradients`` run eagerly (eager training loops);
-2. ``function``  — calls, made eagerly, of the most-called ``tf.function`` (custom loops,
-   Keras ``fit`` whose train function is a ``tf.function``);
-1. ``gradient``  — ``GradientTape.gradient`` run eagerly (eager loops without an optimizer);
-0. ``iterator``  — ``next()`` on a ``tf.data`` iterator.
+* ``function`` — a ``tf.function`` called eagerly whose trace applied an optimizer (custom
+  ``tf.function`` steps, a GAN step with two optimizers): one step per call; Keras ``fit``'s
+  train function is such a loop too, of kind ``keras`` and named after the model;
+* ``optimizer`` — optimizer updates run eagerly (eager custom loops). Optimizers applied in the
+  same step (a GAN's discriminator and generator) form one loop: its step is counted on the
+  update of the loop's first optimizer, and an optimizer first seen while a loop is in its first
+  step joins it;
+* ``keras`` — ``on_train_batch_end`` of the tflint Keras callback, when no train function of the
+  same model is counted already.
 
-Each source keeps its own count and series of intervals between consecutive ticks; the report
-uses the preferred one. The ``function`` source comes from a class-level wrapper of
-``Function.__call__`` (about 1 µs per call; nothing when called inside another trace).
+The optimizer update is seen through Keras' ``BaseOptimizer.apply`` (``apply_gradients`` calls
+it), wrapped at class level: eagerly it ticks the eager loop, inside a trace it marks the
+``tf.function`` being called as a training step. ``Function.__call__`` is wrapped at class level
+too (about 1 µs per eager call; nothing for calls made inside another trace).
+
+When no optimizer update is ever seen, the steps are those of the best fallback source, in this
+order: the most-called ``tf.function`` (``function``), ``GradientTape.gradient`` run eagerly
+(``gradient``), ``next()`` on a ``tf.data`` iterator (``iterator``).
+
+Every loop keeps its own step count and series of intervals, and the input wait measured during
+its steps: waits between two consecutive steps of the loop are *steady* waits; the interval that
+ends with a loop's first step (or with its first step after another loop ran) is a *start-up*
+interval, kept apart (it holds tracing, shuffle-buffer fills and first file reads). The input
+share of a loop is its wait over the time of the same steps, so every per-step figure is computed
+over the steps counted.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import Hook, user_frame
+from tflint.runtime.hookbase import Hook, drop_own_frame, user_frame
 from tflint.runtime.store import Series
 
 MAX_SOURCES = 128
+MAX_LOOPS = 64
+MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
+KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
 
 
 class Source:
-    __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site")
+    """One stream of ticks: a training loop, or a fallback source."""
+
+    __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
+                 "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
+                 "leader", "step_opts", "model")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -39,9 +63,62 @@ class Source:
         self.last: float | None = None
         self.first: float | None = None
         self.series = Series(400)
-        self.total = 0.0
-        self.calls_time = 0.0
+        self.total = 0.0  # sum of the intervals between consecutive steps (steady time)
+        self.calls_time = 0.0  # time inside the step call, for each interval in ``total``
         self.site: tuple[str, int] | None = None
+        self.optimizers: list[str] = []
+        self.begin: float | None = None
+        self.startup_s = 0.0  # time of the start-up intervals (first step, resumes)
+        self.startup_wait_s = 0.0
+        self.steady_wait_s = 0.0
+        self.startups = 0
+        self.wait_mark: float | None = None  # fallback sources: total wait at their last tick
+        self.leader: int | None = None  # eager optimizer loops: id of the optimizer that ticks
+        self.step_opts: set[int] = set()
+        self.model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        n_int = self.series.count
+        pts = sorted(p[1] for p in self.series.points)
+        span = self.total + self.startup_s
+        wait = self.steady_wait_s + self.startup_wait_s
+        d: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "site": {"file": self.site[0], "line": self.site[1]} if self.site else None,
+            "steps": self.n,
+            "optimizers": list(self.optimizers),
+            "mean_step_time_s": (self.total / n_int) if n_int else None,
+            "median_step_time_s": pts[len(pts) // 2] if pts else None,
+            "steady_time_s": self.total,
+            "startup_time_s": self.startup_s,
+            "startup_intervals": self.startups,
+            "input_wait_s": wait,
+            "startup_input_wait_s": self.startup_wait_s,
+            "steady_input_wait_s": self.steady_wait_s,
+            "input_wait_share": (wait / span) if span > 0 else None,
+            "steady_input_wait_share": (self.steady_wait_s / self.total) if self.total > 0 else None,
+        }
+        if self.model:
+            d["model"] = self.model
+        return d
+
+
+def _keras_model_of(fn: Any) -> Any:
+    """The Keras model whose train function ``fn`` is (closure of Keras' step function), or None."""
+    py = getattr(fn, "_python_function", None)
+    for _ in range(3):
+        if py is None:
+            return None
+        for cell in getattr(py, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if hasattr(v, "make_train_function") and hasattr(v, "steps_per_execution"):
+                return v
+        py = getattr(py, "__wrapped__", None)
+    return None
 
 
 class StepTracker(Hook):
@@ -49,12 +126,30 @@ class StepTracker(Hook):
 
     def __init__(self, session: Any) -> None:
         super().__init__(session)
-        self._sources: dict[Any, Source] = {}
-        self.primary: Source | None = None
+        self._sources: dict[Any, Source] = {}  # fallback sources
+        self._loops: dict[Any, Source] = {}  # training loops
+        self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
+        self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
+        self.primary: Source | None = None  # best fallback source
         self.count = 0
         self.last_step_time: float | None = None
+        self._last_loop: Source | None = None
+        self._last_loop_t: float | None = None
+        self._wait_mark = 0.0
+        self._eager_loop: Source | None = None  # the eager optimizer loop being run
+        self._calling: Any = None  # the tf.function called eagerly right now (any thread)
+        self._tls = threading.local()
+        self._train_ticks_since_keras = 0
+        self._loop_steps = 0
+        self._eager_mark = 0.0
+        self.keras_note: str | None = None
+        self.containers: Any = None
+        if "memory-growth" in getattr(session, "signals", ()):
+            from tflint.runtime.memory import ContainerWatch
 
-    # -- hook: count eager tf.function calls ----------------------------------------------
+            self.containers = ContainerWatch()
+
+    # -- hook ---------------------------------------------------------------------------
     def check(self) -> str | None:
         try:
             from tensorflow.python.eager import context  # noqa: F401
@@ -72,15 +167,25 @@ class StepTracker(Hook):
         executing_eagerly = context.executing_eagerly
         perf = time.perf_counter
         hook = self
+        tls = self._tls
 
         def make(orig: Any) -> Any:
             def __call__(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
-                if not hook.active or not executing_eagerly():
+                if not hook.active or getattr(tls, "calling", False) or not executing_eagerly():
                     return orig(fn_self, *args, **kwargs)
+                tls.calling = True
+                prev, hook._calling = hook._calling, fn_self
                 t0 = perf()
-                result = orig(fn_self, *args, **kwargs)
                 try:
-                    hook.tick(id(fn_self), fn_self, "function", t0, perf())
+                    result = orig(fn_self, *args, **kwargs)
+                except BaseException as exc:
+                    drop_own_frame(exc)  # the user's traceback reads as it would without tflint
+                    raise
+                finally:
+                    tls.calling = False
+                    hook._calling = prev
+                try:
+                    hook._on_function_call(fn_self, t0, perf())
                 except Exception as exc:  # noqa: BLE001
                     hook.fail(exc, "tf.function call counter")
                 return result
@@ -88,15 +193,212 @@ class StepTracker(Hook):
             return __call__
 
         self.patch(polymorphic_function.Function, "__call__", make)
+        self._install_optimizer(executing_eagerly)
+
+    def _install_optimizer(self, executing_eagerly: Any) -> None:
+        try:
+            from keras.src.optimizers import base_optimizer
+        except Exception as exc:  # noqa: BLE001
+            self.keras_note = f"Keras optimizer updates not counted: {type(exc).__name__}: {exc}"
+            return
+        cls = getattr(base_optimizer, "BaseOptimizer", None)
+        if cls is None or "apply" not in cls.__dict__:
+            self.keras_note = "Keras BaseOptimizer.apply not found: optimizer updates not counted"
+            return
+        hook = self
+        tls = self._tls
+        perf = time.perf_counter
+
+        def make_apply(orig: Any) -> Any:
+            def apply(opt: Any, *args: Any, **kwargs: Any) -> Any:
+                if not hook.active or getattr(tls, "applying", False):
+                    return orig(opt, *args, **kwargs)
+                eager = executing_eagerly()
+                tls.applying = True  # an optimizer wrapping another counts once
+                t0 = perf()
+                try:
+                    result = orig(opt, *args, **kwargs)
+                except BaseException as exc:
+                    drop_own_frame(exc)  # the user's traceback reads as it would without tflint
+                    raise
+                finally:
+                    tls.applying = False
+                try:
+                    if eager:
+                        hook._on_eager_apply(opt, t0, perf())
+                    else:
+                        hook._on_traced_apply(opt)
+                except Exception as exc:  # noqa: BLE001
+                    hook.fail(exc, "optimizer step counter")
+                return result
+
+            return apply
+
+        self.patch(cls, "apply", make_apply)
 
     # -- ticks --------------------------------------------------------------------------
     def reset_timing(self) -> None:
         """Forget the last tick times (after the hooks were off) so no interval spans the gap."""
-        for s in list(self._sources.values()):
+        for s in list(self._sources.values()) + list(self._loops.values()):
             s.last = None
+        self._last_loop = None
+        self._last_loop_t = None
+        self._eager_loop = None
+
+    def loop_key(self, fn: Any) -> Any:
+        """The loop a tf.function's calls belong to: its Python function (tf.function objects
+        re-created for the same function are one loop), or Keras fit's model."""
+        entry = self._fn_keys.get(id(fn))
+        if entry is not None and entry[0]() is fn:
+            return entry[1]
+        py = getattr(fn, "_python_function", None)
+        for _ in range(8):
+            inner = getattr(py, "__wrapped__", None)
+            if inner is None or inner is py:
+                break
+            py = inner
+        code = getattr(py, "__code__", None)
+        key: Any = ("function", code if code is not None else id(fn))
+        if getattr(py, "__name__", None) in KERAS_STEP_FUNCTIONS:
+            model = _keras_model_of(fn)
+            if model is not None:
+                key = ("keras", id(model))
+        if len(self._fn_keys) >= MAX_FN_KEYS:
+            self._fn_keys.clear()
+        try:
+            self._fn_keys[id(fn)] = (weakref.ref(fn), key)
+        except TypeError:
+            pass
+        return key
+
+    def _on_traced_apply(self, opt: Any) -> None:
+        fn = self._calling
+        if fn is None:
+            return
+        key = self.loop_key(fn)
+        names = self._train_fns.get(key)
+        if names is None:
+            if len(self._train_fns) >= MAX_LOOPS:
+                return
+            names = self._train_fns[key] = []
+        name = _opt_name(opt)
+        if name not in names and len(names) < 16:
+            names.append(name)
+
+    def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
+        key = self.loop_key(fn) if self._train_fns else None
+        opts = self._train_fns.get(key) if key is not None else None
+        if opts is not None:
+            loop = self._loops.get(key)
+            if loop is None:
+                loop = self._new_loop(key, fn, "function")
+                if loop is None:
+                    return
+                if key[0] == "keras":
+                    model = _keras_model_of(fn)
+                    loop.model = str(getattr(model, "name", "model"))
+                    loop.name = f"{loop.model}.fit"
+                    loop.kind = "keras"  # Keras fit's train function
+            if len(opts) != len(loop.optimizers):
+                loop.optimizers = list(opts)
+            self._train_ticks_since_keras += 1
+            self._loop_tick(loop, t0, t1)
+            return
+        self.tick(id(fn), fn, "function", t0, t1)
+
+    def _on_eager_apply(self, opt: Any, t0: float, t1: float) -> None:
+        oid = id(opt)
+        loop = self._eager_loop
+        if loop is not None and oid in loop.step_opts:
+            if loop.leader != oid:
+                return  # another optimizer of the same step
+        elif loop is not None and loop.n <= 1 and loop is self._last_loop:
+            loop.step_opts.add(oid)  # a second optimizer within the loop's first step: same loop
+            name = _opt_name(opt)
+            if name not in loop.optimizers:
+                loop.optimizers.append(name)
+            return
+        else:
+            key = ("optimizer", oid)
+            loop = self._loops.get(key) or self._new_loop(key, opt, "optimizer")
+            if loop is None:
+                return
+            loop.leader = oid
+            loop.step_opts.add(oid)
+            if not loop.optimizers:
+                loop.optimizers.append(_opt_name(opt))
+            self._eager_loop = loop
+        self._loop_tick(loop, t0, t1)
+
+    def _new_loop(self, key: Any, obj: Any, kind: str) -> Source | None:
+        if len(self._loops) >= MAX_LOOPS:
+            return None
+        name = _opt_name(obj) if kind == "optimizer" else (getattr(obj, "__name__", None) or getattr(obj, "_name", None) or str(obj))
+        loop = Source(key, str(name), kind)
+        loop.site = user_frame(sys._getframe(2))
+        self._loops[key] = loop
+        return loop
+
+    def _loop_tick(self, loop: Source, t0: float, t1: float) -> None:
+        """One step of a training loop (see the module docstring for the start-up intervals)."""
+        if self.status == "failed":
+            return
+        inp = self.session.input
+        transition = self._last_loop is not loop or loop.last is None
+        wait = None
+        fetch_t0 = None
+        if inp is not None and inp.active:
+            wait = inp.wait_now(force=transition)
+            fetch_t0 = inp.take_fetch_start()
+        loop.n += 1
+        dt = None
+        if transition:
+            begin = t0 if fetch_t0 is None else min(t0, fetch_t0)
+            if self._last_loop_t is not None:
+                begin = max(begin, self._last_loop_t)
+            if loop.first is None:
+                loop.first = t1
+                loop.begin = begin
+            loop.startup_s += max(0.0, t1 - begin)
+            loop.startups += 1
+            if wait is not None:
+                loop.startup_wait_s += max(0.0, wait - self._wait_mark)
+        else:
+            dt = t1 - (loop.last or t1)
+            loop.total += dt
+            loop.calls_time += t1 - t0
+            loop.series.add(loop.n, dt)
+            if wait is not None:
+                loop.steady_wait_s += max(0.0, wait - self._wait_mark)
+        if wait is not None:
+            self._wait_mark = wait
+            self._eager_mark = inp.eager_wait
+        loop.last = t1
+        self._last_loop = loop
+        self._last_loop_t = t1
+        self._loop_steps += 1
+        self.count = self._loop_steps
+        if dt is not None:
+            self.last_step_time = dt
+        if self.containers is not None and _sample_containers(loop.n):
+            self.containers.sample(sys._getframe(1), self.count)
+        self.session._on_step(self.count, t1)
+
+    def finish(self) -> None:
+        """At report time: graph waits read since the last step go to the loop that ran last."""
+        inp = self.session.input
+        loop = self._last_loop
+        if inp is None or loop is None or loop.n < 2:
+            return
+        wait = inp.wait_now(force=True)
+        # in-graph waits not yet read at the last step (eager fetches after it fed no step)
+        extra = max(0.0, (wait - self._wait_mark) - (inp.eager_wait - self._eager_mark))
+        if extra:
+            loop.steady_wait_s += extra
+        self._wait_mark, self._eager_mark = wait, inp.eager_wait
 
     def tick(self, key: Any, obj: Any, kind: str, t_start: float, t_end: float | None = None) -> None:
-        """Count a step; a failure here disables step counting only, never the caller's hook."""
+        """Tick a fallback source; a failure here disables step counting only, never the caller's hook."""
         if self.status == "failed":
             return
         try:
@@ -114,44 +416,100 @@ class StepTracker(Hook):
             src.site = user_frame(sys._getframe(1))
             self._sources[key] = src
         now = t_end if t_end is not None else t_start
+        inp = self.session.input
+        wait = inp.wait_now() if inp is not None and inp.active else None
         src.n += 1
         last = src.last
-        if t_end is not None and last is not None:
-            src.calls_time += t_end - t_start  # time inside the call, for each interval in ``total``
-        src.last = now
         dt = None
         if last is not None:
             dt = now - last
             src.total += dt
             src.series.add(src.n, dt)
+            if t_end is not None:
+                src.calls_time += t_end - t_start
+            if wait is not None and src.wait_mark is not None:
+                src.steady_wait_s += max(0.0, wait - src.wait_mark)
         else:
+            begin = t_start
+            first_fetch = inp.first_fetch_t0 if inp is not None else None
+            if first_fetch is not None:
+                begin = min(begin, first_fetch)
             src.first = now
+            src.begin = begin
+            src.startup_s += max(0.0, now - begin)
+            src.startups += 1
+            if wait is not None:
+                src.startup_wait_s += wait
+        src.last = now
+        src.wait_mark = wait
         prim = self.primary
         if prim is not src:
             if prim is None or src.prio > prim.prio or (src.prio == prim.prio and src.n > prim.n):
                 self.primary = prim = src
             else:
                 return
+        if self._loops:
+            return  # training loops define the steps
         self.count = src.n
         if dt is not None:
             self.last_step_time = dt
+        if self.containers is not None and _sample_containers(src.n):
+            self.containers.sample(sys._getframe(1), src.n)
         self.session._on_step(src.n, now)
 
     def keras_batch_end(self, model: Any) -> None:
-        self.tick(("keras", id(model)), "keras.fit", "keras", time.perf_counter())
+        if self._train_ticks_since_keras:
+            self._train_ticks_since_keras = 0  # the model's train function counted this step
+            return
+        now = time.perf_counter()
+        key = ("keras", id(model))
+        loop = self._loops.get(key)
+        if loop is None:
+            loop = self._new_loop(key, model, "keras")
+            if loop is None:
+                return
+            loop.name = f"{getattr(model, 'name', 'model')}.fit"
+            loop.model = str(getattr(model, "name", "model"))
+        self._loop_tick(loop, now, now)
+
+    # -- results ------------------------------------------------------------------------
+    def loops(self) -> list[Source]:
+        """The loops that define the steps: every training loop, else the best fallback source."""
+        if self._loops:
+            return [lp for lp in self._loops.values() if lp.n]
+        return [self.primary] if self.primary is not None and self.primary.n else []
+
+    def main_loop(self) -> Source | None:
+        lps = self.loops()
+        return max(lps, key=lambda lp: lp.n) if lps else None
 
     def summary(self) -> dict[str, Any]:
-        prim = self.primary
-        d: dict[str, Any] = {"source": None, "steps": self.count}
-        if prim is None:
+        lps = self.loops()
+        total_steps = sum(lp.n for lp in lps)
+        d: dict[str, Any] = {"source": None, "steps": total_steps, "loops": [lp.to_dict() for lp in lps]}
+        main = self.main_loop()
+        if main is None:
             return d
-        d["source"] = {"kind": prim.kind, "name": prim.name}
-        d["step_time_s"] = prim.series.downsample(200)
-        n_int = prim.series.count
-        d["mean_step_time_s"] = (prim.total / n_int) if n_int else None
-        pts = [p[1] for p in prim.series.points]
+        d["source"] = {"kind": main.kind, "name": main.name}
+        d["step_time_s"] = main.series.downsample(200)
+        n_int = sum(lp.series.count for lp in lps)
+        steady = sum(lp.total for lp in lps)
+        d["mean_step_time_s"] = (steady / n_int) if n_int else None
+        pts = sorted(p[1] for lp in lps for p in lp.series.points)
         if pts:
-            s = sorted(pts)
-            d["median_step_time_s"] = s[len(s) // 2]
-        d["span_s"] = (prim.last - prim.first) if prim.last is not None and prim.first is not None else None
+            d["median_step_time_s"] = pts[len(pts) // 2]
+        d["span_s"] = (main.last - main.first) if main.last is not None and main.first is not None else None
         return d
+
+
+def _sample_containers(n: int) -> bool:
+    """Steps 4, 8, 16, 32, ... of a loop, then every 4096th."""
+    return n >= 4 and (n & (n - 1) == 0 or n % 4096 == 0)
+
+
+def _opt_name(opt: Any) -> str:
+    name = getattr(opt, "name", None)
+    cls = type(opt).__name__
+    if isinstance(name, str) and name and name.lower() != cls.lower():
+        return f"{cls} '{name}'"
+    return cls

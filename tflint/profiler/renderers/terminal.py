@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tflint.profiler.renderers import device_memory, metric_scalar, metric_series
-from tflint.profiler.report import SIGNAL_KINDS
+from tflint.profiler.report import MERGED_SIGNAL_KINDS, SIGNAL_KINDS
 
 if TYPE_CHECKING:
     from tflint.profiler.report import Report, Signal
@@ -28,6 +28,7 @@ _TITLES = {
     "soft-placement": "Soft-placement fallbacks",
     "input-stall": "Input stalls",
     "memory-growth": "Memory growth",
+    "straggler": "Stragglers",
 }
 # details keys shown as the "cause" and "fix" columns, first match wins
 _CAUSE_KEYS = ("cause", "causes")
@@ -101,13 +102,28 @@ def split_fix(message: str) -> tuple[str, str]:
 
 
 def headline(message: str, limit: int = 90) -> str:
-    """The first clause of a message, for one-line summaries."""
+    """The first sentence of a message, for one-line summaries: whole, or cut at a word with "…"."""
     text = split_fix(message)[0]
-    for sep in (": ", ". ", "; ", " — "):
-        cut = text.find(sep)
-        if 20 <= cut <= limit:
-            return text[:cut]
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    cut = text.find(". ")
+    first = text[: cut + 1] if cut >= 0 else text
+    if len(first) <= limit:
+        return first
+    head = first[: limit - 1]
+    if " " in head[limit // 2 :]:
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:—(") + "…"
+
+
+def _exception_line(text: Any) -> str:
+    """An exception for the header: its first line (the traceback is printed once, above)."""
+    if not text:
+        return "an exception"
+    lines = str(text).strip().splitlines()
+    line = lines[0].rstrip() if lines else str(text)
+    more = len(lines) > 1
+    if len(line) > 100:
+        line, more = line[:99].rstrip(), True
+    return line + (" … (traceback above)" if more else "")
 
 
 def _text(value: Any, limit: int = 6) -> str:
@@ -152,10 +168,13 @@ class TerminalRenderer:
 
         out: list[Any] = [Text(""), self._header(report)]
         out.append(self._summary(report))
-        for kind in SIGNAL_KINDS:
+        for kind in _kinds(report):
             signals = report.signals_of(kind)
             if signals:
                 out.append(self._table(kind, signals))
+        loops = self._loops(report)
+        if loops is not None:
+            out.append(loops)
         charts = self._charts(report)
         if charts is not None:
             out.append(charts)
@@ -178,7 +197,7 @@ class TerminalRenderer:
         if outcome == "interrupted":
             t.append(" · interrupted (partial report)", style="bold yellow")
         elif outcome == "exception":
-            t.append(f" · raised {run.get('exception') or 'an exception'}", style="bold red")
+            t.append(f" · raised {_exception_line(run.get('exception'))}", style="bold red")
         elif code not in (None, 0):
             t.append(f" · exit {code}", style="bold red")
         else:
@@ -192,7 +211,7 @@ class TerminalRenderer:
 
         hooks = report.metrics.get("hooks") if isinstance(report.metrics.get("hooks"), dict) else {}
         rows = []
-        for kind in SIGNAL_KINDS:
+        for kind in _kinds(report):
             signals = sorted(report.signals_of(kind), key=lambda s: _SEVERITY_RANK.get(s.severity, 3))
             hook = hooks.get(kind) if isinstance(hooks.get(kind), dict) else {}
             status = hook.get("status", "ok")
@@ -246,6 +265,31 @@ class TerminalRenderer:
                 problem,
                 _text(fix),
             )
+        return table
+
+    def _loops(self, report: Report) -> Any:
+        """One line per training loop when the run had several (steps add up to the header's)."""
+        from rich.table import Table
+
+        loops = report.metrics.get("loops")
+        if not isinstance(loops, list) or len(loops) < 2:
+            return None
+        table = Table(title=f"Training loops ({report.steps:,} steps in all)", title_justify="left",
+                      expand=False, show_edge=False, box=None, padding=(0, 2))
+        for col in ("loop", "where", "steps", "median step", "input wait"):
+            table.add_column(col, no_wrap=True, justify="right" if col in ("steps", "median step", "input wait") else "left")
+        for lp in loops:
+            if not isinstance(lp, dict):
+                continue
+            site = lp.get("site") if isinstance(lp.get("site"), dict) else None
+            where = f"{_short_path(str(site['file']))}:{site['line']}" if site else "-"
+            med = lp.get("median_step_time_s")
+            share = lp.get("input_wait_share")
+            opts = lp.get("optimizers") or []
+            name = f"{lp.get('name')} ({lp.get('kind')}" + (f", {len(opts)} optimizers" if len(opts) > 1 else "") + ")"
+            table.add_row(name, where, f"{int(lp.get('steps') or 0):,}",
+                          fmt_seconds(float(med)) if isinstance(med, (int, float)) else "-",
+                          f"{100 * share:.0f}%" if isinstance(share, (int, float)) else "-")
         return table
 
     def _charts(self, report: Report) -> Any:
@@ -304,6 +348,11 @@ class TerminalRenderer:
             if info.get("reason"):
                 t.append(f": {info['reason']}")
         return t if t else None
+
+
+def _kinds(report: Report) -> list[str]:
+    """Every profile kind, and the merged-report kinds (stragglers) the report has."""
+    return list(SIGNAL_KINDS) + [k for k in MERGED_SIGNAL_KINDS if report.signals_of(k)]
 
 
 def _isatty(file: Any) -> bool:

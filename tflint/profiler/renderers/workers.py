@@ -65,7 +65,10 @@ class WorkersRenderer:
         file = self.file if self.file is not None else sys.stderr
         width = self.width
         if width is None and not _isatty(file):
-            width = 100
+            try:  # a log file or CI: what COLUMNS says, else wide enough for the table
+                width = int(os.environ.get("COLUMNS", "")) or 120
+            except ValueError:
+                width = 120
         console = Console(file=file, width=width, highlight=False, soft_wrap=False)
         for r in self.renderables(report):
             console.print(r)
@@ -85,11 +88,12 @@ class WorkersRenderer:
         table = Table(title="Workers (✗ straggler)" if slow else "Workers", title_justify="left",
                       expand=False, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
         for col in ("Worker", "Strategy", "Batch g/r", "Steps", "Step med/p90", "Input wait",
-                    "Findings", "Exit"):
+                    "Compute/peers", "Findings", "Exit"):
             table.add_column(col, justify="left" if col in ("Worker", "Strategy") else "right",
                              no_wrap=True)
         for wid, row in rows.items():
             step = row.get("step_time_s") if isinstance(row.get("step_time_s"), dict) else {}
+            split = row.get("split") if isinstance(row.get("split"), dict) else {}
             straggler = slow.get(wid)
             code = row.get("exit_code")
             table.add_row(
@@ -98,6 +102,8 @@ class WorkersRenderer:
                 f"{_fmt_s(step.get('median'), unit=False)}/{_fmt_s(step.get('p90'))}",
                 Text(_fmt_share(row.get("input_wait_share")),
                      style="red" if (straggler or {}).get("cause") == "input-wait" else ""),
+                Text(f"{_fmt_share(split.get('compute_share'))}/{_fmt_share(split.get('peer_wait_share'))}",
+                     style="red" if (straggler or {}).get("cause") == "compute" else ""),
                 str(row.get("signals", "-")),
                 Text(str(code) if code is not None else "-", style="" if code in (None, 0) else "red"),
             )
@@ -109,7 +115,13 @@ class WorkersRenderer:
                     if i:
                         t.append("\n")
                     t.append("✗ ", style="bold red")
-                    t.append(str(s.get("message", "")))
+                    t.append(str(s.get("message", "")) + ".")
+                for wid, row in rows.items():
+                    waiting = row.get("waiting_for") if isinstance(row.get("waiting_for"), dict) else None
+                    if waiting:
+                        t.append(f"\n  {wid}: its waiting for peers ({_fmt_share(waiting.get('peer_wait_share'))} of its "
+                                 f"step time) is caused by {waiting.get('worker')} ({waiting.get('cause')}), "
+                                 "not by its own input or compute")
                 out.append(t)
             else:
                 out.append(Text("✓ no straggler: the workers' step times and input waits are "
