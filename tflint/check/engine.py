@@ -133,11 +133,10 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
 
     out = []
     for f in findings:
-        cell, line = nb.locate(f.line)
-        end_cell, end_line = nb.locate(f.end_line)
-        end_col = f.end_col
+        cell, line, col = nb.position(f.line, f.col)
+        end_cell, end_line, end_col = nb.position(f.end_line, f.end_col)
         if end_cell != cell:  # clamp to the end of the cell
-            end_line, end_col = line, f.col
+            end_line, end_col = line, col
         fix = f.fix
         if fix is not None:
             # Keep a fix only when it stays inside the finding's cell and off IPython lines;
@@ -153,7 +152,7 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
                     break
                 edits.append(Edit(l1, e.col, l2, e.end_col, e.content))
             fix = Fix(fix.message, tuple(edits), fix.applicability) if edits else None
-        out.append(replace(f, cell=cell, line=line, end_line=end_line, end_col=end_col, fix=fix))
+        out.append(replace(f, cell=cell, line=line, col=col, end_line=end_line, end_col=end_col, fix=fix))
     return out
 
 
@@ -198,16 +197,32 @@ def lint_text(
     ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
     """
     result = FileResult(path)
+    cell_errors: list[Finding] = []
     try:
         tree = parse(text, path)
     except ParseError as exc:
-        if PARSE_ERROR_CODE in enabled:
-            cell = None
-            line = exc.line
-            if notebook is not None:
-                cell, line = notebook.locate(exc.line)
-            result.findings.append(parse_error(path, exc.reason, line, exc.col, cell))
-        return result
+        tree = None
+        if notebook is not None:
+            # A cell that does not parse is reported on its own; the other cells are checked.
+            from tflint.check.source import isolate_unparsable_cells
+
+            text, bad = isolate_unparsable_cells(text, notebook)
+            if bad:
+                if PARSE_ERROR_CODE in enabled:
+                    cell_errors = [parse_error(path, r, ln, c, cell) for cell, ln, c, r in bad]
+                try:
+                    tree = parse(text, path)
+                except ParseError as again:
+                    exc = again
+        if tree is None:
+            if PARSE_ERROR_CODE in enabled:
+                cell = None
+                line, col = exc.line, exc.col
+                if notebook is not None:
+                    cell, line, col = notebook.position(exc.line, exc.col)
+                result.findings.append(parse_error(path, exc.reason, line, col, cell))
+            return result
+        result.findings.extend(cell_errors)
     if not enabled or not may_use_tensorflow(text):
         return result
     if rules is None:
@@ -261,7 +276,7 @@ def lint_text(
         findings = suppress.apply(findings, text)
         if notebook is not None:
             findings = _locate_in_cells(findings, notebook)
-    result.findings = findings
+    result.findings = cell_errors + findings
     return result
 
 
