@@ -391,3 +391,16 @@ def test_the_light_loader_gives_ipythons_own_transformer():
     assert light is not TransformerManager
     for cell in CELL_SHAPES:
         assert light().transform_cell(cell) == TransformerManager().transform_cell(cell)
+
+
+def test_line_numbers_in_messages_are_the_cells_lines():
+    raw = notebook(
+        ("code", "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+                 "x = tf.ones([2, 3])\npreds = model(x)"),
+        ("code", "%matplotlib inline\nwith tf.GradientTape() as tape:\n    loss = tf.reduce_mean(preds)\n"
+                 "grads = tape.gradient(loss, model.trainable_variables)"),
+    )
+    (f,) = lint_bytes("nb.ipynb", raw, frozenset({"TFL302"})).findings
+    assert (f.cell, f.line) == (2, 4)
+    assert "computed on cell 1 line 4 before" in f.message, f.message
+    assert "(lines 2-3)" in f.message, f.message

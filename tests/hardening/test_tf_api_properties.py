@@ -223,3 +223,64 @@ def test_tensorflow_api_programs_run_every_rule_cleanly(program: str) -> None:
 def test_the_same_programs_inside_a_function_run_every_rule_cleanly(program: str) -> None:
     text = "import tensorflow as tf\n\ndef outer(model, x, y, opt, ds, strategy, loss_fn, p):\n" + _indent(program)
     assert_no_internal_error(text)
+
+
+# --- notebooks: cells with IPython syntax around TensorFlow code ---------------------------
+
+IPYTHON_LINES = [
+    "%matplotlib inline", "!pip install -q tensorflow \\\n    tensorflow-datasets", "%load_ext tensorboard",
+    "files = !ls", "tf.GradientTape?", "model.summary??", "%timeit f(x)", "!nvidia-smi", "%env A=1",
+    "%tensorboard --logdir logs", "?tf.function", "x = %time f(x)", "!echo $x \\\n  done", "# a question?",
+]
+
+
+@st.composite
+def notebook_cells(draw) -> str:
+    body = draw(blocks())
+    lines = body.split("\n")
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(lines)))
+        # at the indentation of the line it goes before, so that it belongs to that block
+        ref = lines[at] if at < len(lines) else ""
+        indent = ref[: len(ref) - len(ref.lstrip())]
+        lines.insert(at, textwrap.indent(draw(st.sampled_from(IPYTHON_LINES)), indent))
+    cell = "\n".join(lines)
+    head = draw(st.sampled_from(["", "", "", "  ", "%%time\n", "%%capture\n", "%%bash\n"]))
+    if head.strip():
+        return head + cell
+    return textwrap.indent(cell, head) if head else cell
+
+
+def _ipython_accepts(cell: str) -> bool | None:
+    """Whether the Python IPython makes of the cell parses (None: IPython is not installed)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return python_accepts_text(TransformerManager().transform_cell(cell))
+    except Exception:  # noqa: BLE001 - IPython itself gives up on the cell
+        return False
+
+
+@settings(max_examples=60 * SCALE, **SETTINGS)
+@given(st.lists(notebook_cells(), min_size=1, max_size=4))
+def test_notebooks_of_tensorflow_cells_check_cleanly(cells) -> None:
+    import json
+
+    from tflint.check.engine import lint_bytes
+
+    doc = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
+                     for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    result = lint_bytes("nb.ipynb", json.dumps(doc).encode(), ALL)
+    assert result.errors == [], (result.errors, cells)
+    bad_cells = {f.cell for f in result.findings if f.code == PARSE_ERROR_CODE}
+    for i, cell in enumerate(cells, start=1):
+        if cell.startswith("%%"):
+            continue  # a cell magic: IPython hands the body over as a string
+        accepted = _ipython_accepts(cell.rstrip("\n") if cell.endswith("\n") else cell)
+        if accepted:
+            assert i not in bad_cells, (i, cell, [f.message for f in result.findings])
+    for f in result.findings:
+        assert f.cell is not None and 1 <= f.cell <= len(cells), f
+        assert f.line >= 1 and f.col >= 0, f

@@ -126,6 +126,28 @@ def _normalise_columns(findings: list[Finding], text: str) -> list[Finding]:
     return out
 
 
+_LINE_REF_RE = re.compile(r"\b(lines?) (\d+)(?:-(\d+))?\b")
+
+
+def _cell_lines_in_message(message: str, cell: int, nb: NotebookMap) -> str:
+    """``line 21`` of the notebook's text, in a message, as the line of its cell."""
+
+    def sub(m: re.Match) -> str:
+        first = int(m.group(2))
+        if not 1 <= first <= len(nb.lines):
+            return m.group(0)
+        c1, l1 = nb.locate(first)
+        where = "" if c1 == cell else f"cell {c1} "
+        if m.group(3) is None:
+            return f"{where}line {l1}"
+        c2, l2 = nb.locate(int(m.group(3)))
+        if c2 != c1:
+            return f"cell {c1} line {l1} to cell {c2} line {l2}"
+        return f"{where}lines {l1}-{l2}"
+
+    return _LINE_REF_RE.sub(sub, message)
+
+
 def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
     from dataclasses import replace
 
@@ -152,7 +174,9 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
                     break
                 edits.append(Edit(l1, e.col, l2, e.end_col, e.content))
             fix = Fix(fix.message, tuple(edits), fix.applicability) if edits else None
-        out.append(replace(f, cell=cell, line=line, col=col, end_line=end_line, end_col=end_col, fix=fix))
+        message = _cell_lines_in_message(f.message, cell, nb) if "line" in f.message else f.message
+        out.append(replace(f, message=message, cell=cell, line=line, col=col, end_line=end_line,
+                           end_col=end_col, fix=fix))
     return out
 
 
