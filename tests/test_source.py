@@ -404,3 +404,13 @@ def test_line_numbers_in_messages_are_the_cells_lines():
     assert (f.cell, f.line) == (2, 4)
     assert "computed on cell 1 line 4 before" in f.message, f.message
     assert "(lines 2-3)" in f.message, f.message
+
+
+def test_a_future_import_in_a_later_cell_is_not_a_syntax_error():
+    # Jupyter compiles each cell on its own, so `from __future__` may open any cell
+    raw = notebook(
+        ("code", "import tensorflow as tf"),
+        ("code", "from __future__ import annotations\n@tf.function\ndef f(x):\n    print(x)\n    return x"),
+    )
+    result = lint_bytes("nb.ipynb", raw, frozenset({"TFL000", "TFL101"}))
+    assert [(f.cell, f.line, f.code) for f in result.findings] == [(2, 4, "TFL101")]
