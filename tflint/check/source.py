@@ -19,8 +19,6 @@ import codecs
 import re
 from dataclasses import dataclass, field
 
-from tflint.check.ipython import transform_cell
-
 _BOM = b"\xef\xbb\xbf"
 # PEP 263: the cookie must be on line 1 or 2, in a comment.
 _COOKIE_RE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
@@ -156,6 +154,8 @@ def _cell_source(cell: dict) -> str:
 def decode_notebook(raw: bytes) -> Source:
     """The code cells of a Jupyter notebook as one Python text, or raise :class:`SourceError`."""
     import json
+
+    from tflint.check.ipython import transform_cell
 
     try:
         text = raw.decode("utf-8-sig")
