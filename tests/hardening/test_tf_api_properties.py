@@ -212,13 +212,13 @@ def assert_no_internal_error(text: str) -> None:
     assert bool(parse_errors) == (not python_accepts_text(text)), ([f.message for f in parse_errors], text)
 
 
-@settings(max_examples=300 * SCALE, **SETTINGS)
+@settings(max_examples=150 * SCALE, **SETTINGS)
 @given(modules())
 def test_tensorflow_api_programs_run_every_rule_cleanly(program: str) -> None:
     assert_no_internal_error(program)
 
 
-@settings(max_examples=100 * SCALE, **SETTINGS)
+@settings(max_examples=60 * SCALE, **SETTINGS)
 @given(modules())
 def test_the_same_programs_inside_a_function_run_every_rule_cleanly(program: str) -> None:
     text = "import tensorflow as tf\n\ndef outer(model, x, y, opt, ds, strategy, loss_fn, p):\n" + _indent(program)
@@ -263,7 +263,7 @@ def _ipython_accepts(cell: str) -> bool | None:
         return False
 
 
-@settings(max_examples=60 * SCALE, **SETTINGS)
+@settings(max_examples=40 * SCALE, **SETTINGS)
 @given(st.lists(notebook_cells(), min_size=1, max_size=4))
 def test_notebooks_of_tensorflow_cells_check_cleanly(cells) -> None:
     import json
