@@ -2,7 +2,8 @@
 
     python bench/lint_speed.py [PATH ...] [--repeat N]
 
-Default PATH: the installed ``keras/src`` tree (found without importing keras). For each path
+Default PATH: the installed ``keras/src`` tree (found without importing keras). Notebooks
+(``.ipynb``) count too: the bare loop parses each of their code cells. For each path
 it measures, as wall-clock time of a fresh process (the minimum over ``--repeat`` runs):
 
 - a bare ``ast.parse`` loop over the same files, on one core (the floor for any AST linter);
@@ -40,15 +41,21 @@ SMALL = (
 )
 
 PARSE_LOOP = r"""
-import ast, sys, warnings
+import ast, json, sys, warnings
 warnings.simplefilter("ignore")
 for path in sys.stdin.read().splitlines():
     with open(path, "rb") as fh:
         data = fh.read()
-    try:
-        ast.parse(data)
-    except (SyntaxError, ValueError):
-        pass
+    # a notebook: each code cell on its own (a cell with IPython syntax fails where it starts)
+    texts = [data]
+    if path.endswith(".ipynb"):
+        cells = json.loads(data).get("cells", [])
+        texts = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
+    for text in texts:
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError):
+            pass
 """
 
 
@@ -103,7 +110,7 @@ def measure_warm(path: str, env: dict, repeat: int) -> tuple[float, str]:
 def measure_tree(path: str, repeat: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TFLINT_CACHE_DIR"}
     listing = subprocess.run(tflint_cmd("--show-files", path), capture_output=True, text=True, env=env)
-    files = [os.path.abspath(f) for f in listing.stdout.splitlines() if f.endswith(".py")]
+    files = [os.path.abspath(f) for f in listing.stdout.splitlines() if f.endswith((".py", ".ipynb"))]
     if not files:
         print(f"{path}: no Python files")
         return

@@ -417,3 +417,88 @@ def test_gradient_sources_and_canonical_names():
     assert gcall.lineno == 5
     assert a.tapes.canonical(sources, gcall) == a.tapes.canonical(zip_call.args[1], apply_call)
     assert a.tapes.canonical(sources, gcall) == ("model.trainable_variables", True)
+
+
+# --- regressions -----------------------------------------------------------------------------
+
+ISSUE_REPRODUCER = """\
+import tensorflow as tf
+import matplotlib.pyplot as plt
+colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+def train(model, x, y, learning_rate):
+  with tf.GradientTape() as t:
+    current_loss = loss(y, model(x))
+  dw, db = t.gradient(current_loss, [model.w, model.b])
+"""
+
+
+def test_call_on_a_subscript_chain_off_a_module_does_not_crash():
+    from tflint.check.engine import lint_text
+    from tflint.rules import all_rules
+
+    result = lint_text("nb.py", ISSUE_REPRODUCER, frozenset(r.code for r in all_rules()))
+    assert result.errors == []
+    t = facts(ISSUE_REPRODUCER)
+    (flow,) = t.flows()
+    assert flow.connected  # `loss(...)` is unknown: it may read the model
+    # the module-level value is a method result of some object, not a module function
+    assert t.module_env["colors"].kind == "unknown"
+
+
+@pytest.mark.parametrize(
+    "chain",
+    ["plt.rcParams['k'].by_key()", "np.random.default_rng(0).normal(size=3)", "tf.nest.flatten(x)[0].numpy()",
+     "plt.cm.get_cmap('x')(0.5)", "tf.config.list_physical_devices('GPU')[0].name"],
+)
+def test_module_rooted_chains_evaluate(chain):
+    src = f"import tensorflow as tf\nimport numpy as np\nimport matplotlib.pyplot as plt\nv = {chain}\n" \
+          "def f(m, x):\n    with tf.GradientTape() as g:\n        y = m(x) * v\n    return g.gradient(y, m.trainable_variables)\n"
+    t = facts(src)
+    assert len(t.flows()) == 1
+
+
+def test_reentered_tape_bound_by_as_is_one_tape_with_two_blocks():
+    t = facts("""
+        import tensorflow as tf
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                preds = model(x)
+            with tape:
+                loss = tf.reduce_mean(preds - y)
+            return tape.gradient(loss, model.trainable_variables)
+        """)
+    (tape,) = t.tapes
+    assert len(tape.withs) == 2
+    (flow,) = t.flows()
+    assert flow.connected and any(inside for _, inside in flow.target_val.defs)
+
+
+def test_reentry_follows_the_latest_binding_of_the_name():
+    t = facts("""
+        import tensorflow as tf
+        def step(model, x):
+            with tf.GradientTape() as tape:
+                a = model(x)
+            tape = tf.GradientTape()
+            with tape:
+                b = model(x)
+            return tape.gradient(b, model.trainable_variables)
+        """)
+    assert len(t.tapes) == 2
+    first, second = sorted(t.tapes, key=lambda tp: tp.line)
+    assert len(first.withs) == 1 and len(second.withs) == 1
+    assert second.calls and not first.calls
+
+
+def test_with_on_an_unrelated_name_is_not_a_tape():
+    t = facts("""
+        import tensorflow as tf
+        def step(model, x, lock):
+            with tf.GradientTape() as tape:
+                y = model(x)
+            with lock:
+                z = y * 2
+            return tape.gradient(z, model.trainable_variables)
+        """)
+    (tape,) = t.tapes
+    assert len(tape.withs) == 1

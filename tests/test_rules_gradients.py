@@ -458,3 +458,29 @@ def test_static_finding_agrees_with_tensorflow(name, runtime_results):
     broken = runtime_results[name]
     assert broken is (code is not None), f"{name}: TensorFlow says broken={broken}"
     assert got == ({code} if code else set()), f"{name}: static findings {got}"
+
+
+def test_tfl302_silent_on_code_in_a_reentered_tape_and_still_fires_after_it():
+    reentered = """
+        import tensorflow as tf
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                preds = model(x)
+            with tape:
+                loss = tf.reduce_mean(tf.square(preds - y))
+            return tape.gradient(loss, model.trainable_variables)
+        """
+    assert findings(reentered) == []
+    after = """
+        import tensorflow as tf
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                preds = model(x)
+            with tape:
+                h = preds * 2.0
+            loss = tf.reduce_mean(tf.square(h - y))
+            return tape.gradient(loss, model.trainable_variables)
+        """
+    got = findings(after)
+    assert [(c, line) for c, line, *_ in got] == [("TFL302", 9)]
+    assert "lines 4-7" in got[0][3]  # both blocks of the tape

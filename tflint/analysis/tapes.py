@@ -687,7 +687,9 @@ class _Interp:
         root = attr_root(node)
         if isinstance(root, ast.Name) and root.id not in self.env and root.id not in self.params:
             if self.a.imports.aliases.get(root.id) is not None:
-                return Val(kind="python", qual=self.a.qualname(node))
+                qual = self.a.qualname(node)
+                if qual is not None:
+                    return Val(kind="python", qual=qual)
         if node.attr in _STATIC_ATTRS:
             self.expr(node.value)
             return Val(kind="python")
@@ -731,9 +733,11 @@ class _Interp:
                 and root.id not in self.params
                 and self.a.imports.aliases.get(root.id) is not None
             )
-            if not is_module:
+            # A chain through a subscript (`plt.rcParams['k'].by_key()`) has no qualified
+            # name: whatever the module root, the callee is a method of some object.
+            qn = self.a.qualname(f) if is_module else None
+            if qn is None:
                 return self.method_call(node, f, allargs, origin)
-            qn = self.a.qualname(f)
             return self.known_call(node, qn, args, kwargs, allargs, origin)
         if isinstance(f, ast.Name):
             v = self.env.get(f.id)
@@ -1046,13 +1050,25 @@ class TapeFacts:
                     self.tapes.append(tape)
                     if tape.name:
                         by_name.setdefault((id(scope), tape.name), []).append(tape)
-                elif isinstance(ce, ast.Name) and (id(scope), ce.id) in assigned:
+                elif isinstance(ce, ast.Name) and (id(scope), ce.id) in by_name | assigned:
                     key = (id(scope), ce.id)
-                    existing = [t for t in by_name.get(key, []) if t.call is assigned[key]]
-                    if existing:
+                    # `with tape:` enters the tape last bound to that name: one created by
+                    # `tape = tf.GradientTape()`, or one bound by an earlier `with ... as tape:`
+                    # (re-entering a tape resumes its recording).
+                    bound = [t for t in by_name.get(key, []) if t.withs and pos(t.withs[0]) < pos(w)
+                             and t.call is not assigned.get(key)]
+                    earlier_as = max(bound, key=lambda t: pos(t.withs[0]), default=None)
+                    call = assigned.get(key)
+                    if earlier_as is not None and call is not None and pos(earlier_as.withs[0]) < pos(call) < pos(w):
+                        earlier_as = None  # the name was bound again, to the assigned tape
+                    if earlier_as is None and call is None:
+                        continue
+                    existing = [t for t in by_name.get(key, []) if call is not None and t.call is call]
+                    if earlier_as is not None:
+                        tape = earlier_as
+                    elif existing:
                         tape = existing[0]
                     else:
-                        call = assigned[key]
                         claimed.add(call)
                         tape = Tape(call=call, scope=scope, name=ce.id, binding=a.parent(call).targets[0])  # type: ignore[union-attr]
                         self._configure(tape)

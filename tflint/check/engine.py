@@ -126,6 +126,28 @@ def _normalise_columns(findings: list[Finding], text: str) -> list[Finding]:
     return out
 
 
+_LINE_REF_RE = re.compile(r"\b(lines?) (\d+)(?:-(\d+))?\b")
+
+
+def _cell_lines_in_message(message: str, cell: int, nb: NotebookMap) -> str:
+    """``line 21`` of the notebook's text, in a message, as the line of its cell."""
+
+    def sub(m: re.Match) -> str:
+        first = int(m.group(2))
+        if not 1 <= first <= len(nb.lines):
+            return m.group(0)
+        c1, l1 = nb.locate(first)
+        where = "" if c1 == cell else f"cell {c1} "
+        if m.group(3) is None:
+            return f"{where}line {l1}"
+        c2, l2 = nb.locate(int(m.group(3)))
+        if c2 != c1:
+            return f"cell {c1} line {l1} to cell {c2} line {l2}"
+        return f"{where}lines {l1}-{l2}"
+
+    return _LINE_REF_RE.sub(sub, message)
+
+
 def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
     from dataclasses import replace
 
@@ -133,11 +155,10 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
 
     out = []
     for f in findings:
-        cell, line = nb.locate(f.line)
-        end_cell, end_line = nb.locate(f.end_line)
-        end_col = f.end_col
+        cell, line, col = nb.position(f.line, f.col)
+        end_cell, end_line, end_col = nb.position(f.end_line, f.end_col)
         if end_cell != cell:  # clamp to the end of the cell
-            end_line, end_col = line, f.col
+            end_line, end_col = line, col
         fix = f.fix
         if fix is not None:
             # Keep a fix only when it stays inside the finding's cell and off IPython lines;
@@ -153,7 +174,9 @@ def _locate_in_cells(findings: list[Finding], nb: NotebookMap) -> list[Finding]:
                     break
                 edits.append(Edit(l1, e.col, l2, e.end_col, e.content))
             fix = Fix(fix.message, tuple(edits), fix.applicability) if edits else None
-        out.append(replace(f, cell=cell, line=line, end_line=end_line, end_col=end_col, fix=fix))
+        message = _cell_lines_in_message(f.message, cell, nb) if "line" in f.message else f.message
+        out.append(replace(f, message=message, cell=cell, line=line, col=col, end_line=end_line,
+                           end_col=end_col, fix=fix))
     return out
 
 
@@ -201,16 +224,32 @@ def lint_text(
     the newest supported); rules that do not apply to it are not run.
     """
     result = FileResult(path)
+    cell_errors: list[Finding] = []
     try:
         tree = parse(text, path)
     except ParseError as exc:
-        if PARSE_ERROR_CODE in enabled:
-            cell = None
-            line = exc.line
-            if notebook is not None:
-                cell, line = notebook.locate(exc.line)
-            result.findings.append(parse_error(path, exc.reason, line, exc.col, cell))
-        return result
+        tree = None
+        if notebook is not None:
+            # A cell that does not parse is reported on its own; the other cells are checked.
+            from tflint.check.source import isolate_unparsable_cells
+
+            text, bad = isolate_unparsable_cells(text, notebook)
+            if bad:
+                if PARSE_ERROR_CODE in enabled:
+                    cell_errors = [parse_error(path, r, ln, c, cell) for cell, ln, c, r in bad]
+                try:
+                    tree = parse(text, path)
+                except ParseError as again:
+                    exc = again
+        if tree is None:
+            if PARSE_ERROR_CODE in enabled:
+                cell = None
+                line, col = exc.line, exc.col
+                if notebook is not None:
+                    cell, line, col = notebook.position(exc.line, exc.col)
+                result.findings.append(parse_error(path, exc.reason, line, col, cell))
+            return result
+        result.findings.extend(cell_errors)
     if not enabled or not may_use_tensorflow(text):
         return result
     if target is None:
@@ -266,7 +305,7 @@ def lint_text(
         findings = suppress.apply(findings, text)
         if notebook is not None:
             findings = _locate_in_cells(findings, notebook)
-    result.findings = findings
+    result.findings = cell_errors + findings
     return result
 
 

@@ -1,10 +1,13 @@
 """Turn a file's bytes into the Python text tflint analyzes.
 
 Python files honour a UTF-8 BOM and a PEP 263 coding cookie. Notebooks (``.ipynb``) become
-the concatenation of their code cells, with IPython-only lines (magics, shell escapes, help
-queries) replaced by ``pass`` at the same indentation so that line numbers and block
-structure are preserved; :class:`NotebookMap` maps a line of that text back to
-``(cell, line within cell)``.
+the concatenation of their code cells, each cell read as Jupyter runs it: through IPython's
+own input transformation (leading indentation, prompts, ``%``/``%%`` magics, ``!cmd`` shell
+escapes with their continuation lines, ``?`` help) when IPython is installed, through an
+equivalent built-in transformation when it is not (:mod:`tflint.check.ipython`). The text keeps
+one line per line of each cell, so :class:`NotebookMap` maps a line and column of that text
+back to ``(cell, line within cell, column)``. A cell that still does not parse is blanked and
+reported on its own (:func:`isolate_unparsable_cells`); the other cells are checked.
 
 Failures raise :class:`SourceError` carrying a reason and a position, which the engine
 reports as ``TFL000``.
@@ -20,18 +23,6 @@ _BOM = b"\xef\xbb\xbf"
 # PEP 263: the cookie must be on line 1 or 2, in a comment.
 _COOKIE_RE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _BLANK_OR_COMMENT_RE = re.compile(rb"^[ \t\f]*(?:[#\r\n]|$)")
-
-# An IPython line: a line magic, a shell escape, a help query, or an assignment from one.
-_MAGIC_LINE_RE = re.compile(
-    r"""^(?P<indent>[ \t]*)(?:
-        [%!]                              # %magic, !shell
-        | \?                              # ?name
-        | [^#'"\n]*[^\s#'"]\?{1,2}[ \t]*$ # name? / name??
-        | [A-Za-z_][\w.,\s\[\]()*]*=[ \t]*[%!][^=]  # x = !ls / x = %sx ls
-    )""",
-    re.VERBOSE,
-)
-
 
 class SourceError(Exception):
     """A file that cannot be turned into Python text; ``line``/``col`` as in ``ast``."""
@@ -50,10 +41,13 @@ class NotebookMap:
 
     # index i (0-based line of the concatenated text) -> (cell, 1-based line in the cell)
     lines: list[tuple[int, int]] = field(default_factory=list)
-    # 1-based lines of the concatenated text that were replaced (never edited by fixes)
+    # 1-based lines of the concatenated text that IPython's transformation rewrote or that
+    # were moved left (a dedented cell, a stripped prompt): never edited by fixes
     replaced: set[int] = field(default_factory=set)
     # per code cell: (index in the notebook's "cells" list, number of lines)
     cells: list[tuple[int, int]] = field(default_factory=list)
+    # index i -> columns removed at the start of that line (dedent, prompt); 0 when absent
+    cols: list[int] = field(default_factory=list)
 
     def locate(self, line: int) -> tuple[int, int]:
         """``(cell, line)`` for a 1-based line of the concatenated text."""
@@ -61,6 +55,13 @@ class NotebookMap:
             return (1, 1)
         i = min(max(line, 1), len(self.lines)) - 1
         return self.lines[i]
+
+    def position(self, line: int, col: int) -> tuple[int, int, int]:
+        """``(cell, line, col)`` in the cell's own text for a position of the concatenated text."""
+        cell, cline = self.locate(line)
+        i = line - 1
+        shift = self.cols[i] if 0 <= i < len(self.cols) else 0
+        return cell, cline, col + shift
 
 
 @dataclass
@@ -150,35 +151,11 @@ def _cell_source(cell: dict) -> str:
     raise TypeError("source must be a string or a list of strings")
 
 
-def _strip_ipython(code: str) -> tuple[list[str], set[int]]:
-    """Lines of a cell with IPython-only lines replaced; and the 0-based replaced indices."""
-    lines = code.split("\n")
-    first = next((ln for ln in lines if ln.strip()), "")
-    if first.lstrip().startswith("%%"):
-        # A cell magic: the whole cell is for another interpreter.
-        return ["" for _ in lines], {i for i, ln in enumerate(lines) if ln.strip()}
-    if not any(_MAGIC_LINE_RE.match(ln) for ln in lines):
-        return lines, set()
-    try:
-        compile(code, "<cell>", "exec", 0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
-        return lines, set()  # valid Python already (e.g. a `%` continuation line)
-    except (SyntaxError, ValueError):
-        pass
-    out: list[str] = []
-    replaced: set[int] = set()
-    for i, ln in enumerate(lines):
-        m = _MAGIC_LINE_RE.match(ln)
-        if m:
-            out.append(m.group("indent") + "pass")
-            replaced.add(i)
-        else:
-            out.append(ln)
-    return out, replaced
-
-
 def decode_notebook(raw: bytes) -> Source:
     """The code cells of a Jupyter notebook as one Python text, or raise :class:`SourceError`."""
     import json
+
+    from tflint.check.ipython import transform_cell
 
     try:
         text = raw.decode("utf-8-sig")
@@ -220,16 +197,53 @@ def decode_notebook(raw: bytes) -> Source:
         code = code.replace("\r\n", "\n").replace("\r", "\n")
         if code.endswith("\n"):
             code = code[:-1]
-        lines, replaced = _strip_ipython(code)
+        cell_text = transform_cell(code)
         base = len(nbmap.lines)
-        for i, ln in enumerate(lines):
+        for i, ln in enumerate(cell_text.lines):
             nbmap.lines.append((ncode, i + 1))
+            nbmap.cols.append(cell_text.cols[i])
             parts.append(ln)
-            if i in replaced:
+            if i in cell_text.replaced or cell_text.cols[i]:
                 nbmap.replaced.add(base + i + 1)
-        nbmap.cells.append((index, len(lines)))
+        nbmap.cells.append((index, len(cell_text.lines)))
     text = "\n".join(parts) + ("\n" if parts else "")
     return Source(text=text, notebook=nbmap, document=doc)
+
+
+_FUTURE_RE = re.compile(r"from[ \t]+__future__[ \t]+import\b")
+
+
+def isolate_unparsable_cells(text: str, nb: NotebookMap) -> tuple[str, list[tuple[int, int, int, str]]]:
+    """Blank every cell of the concatenated ``text`` that does not parse on its own.
+
+    Returns the new text (same number of lines) and, for each such cell, ``(cell, line, col,
+    reason)`` located in the cell's own text. The blanked lines join ``nb.replaced``.
+    """
+    from tflint.check.parse import ParseError, parse
+
+    lines = text.split("\n")
+    bad: list[tuple[int, int, int, str]] = []
+    start = 0
+    for _index, count in nb.cells:
+        chunk = lines[start:start + count]
+        try:
+            parse("\n".join(chunk) + "\n")
+        except ParseError as exc:
+            line = start + min(max(exc.line, 1), max(count, 1))
+            cell, cline, ccol = nb.position(line, exc.col)
+            bad.append((cell, cline, ccol, exc.reason))
+            for i in range(start, start + count):
+                lines[i] = ""
+                nb.replaced.add(i + 1)
+        start += count
+    if not bad:
+        # Every cell parses alone: what fails is the concatenation, a `from __future__` import
+        # of a later cell (Jupyter compiles each cell on its own). It becomes `pass`.
+        for i, ln in enumerate(lines):
+            if i and _FUTURE_RE.match(ln):
+                lines[i] = "pass"
+                nb.replaced.add(i + 1)
+    return "\n".join(lines), bad
 
 
 def decode(path: str, raw: bytes) -> Source:

@@ -271,6 +271,17 @@ class TargetOutsideTape(Rule):
                 grads = tape.gradient(loss, model.trainable_variables)
             return grads
         """,
+        # re-entering a tape resumes its recording
+        """
+        import tensorflow as tf
+
+        def step(model, x, y):
+            with tf.GradientTape() as tape:
+                preds = model(x, training=True)
+            with tape:
+                loss = tf.reduce_mean(tf.square(preds - y))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
         # a loss helper the analysis cannot see into may read the model itself
         """
         import tensorflow as tf
@@ -356,31 +367,41 @@ class TargetOutsideTape(Rule):
             )
 
 
-def _cut_description(ctx: RuleContext, node: ast.AST) -> tuple[str, str]:
-    """(what the op is, what to write instead)."""
+_NONE = "so the gradient is None"
+_LEAVES = (
+    "so the gradient is None (and `gradient()` raises AttributeError when the target itself is "
+    "a NumPy or Python value)"
+)
+
+
+def _cut_description(ctx: RuleContext, node: ast.AST) -> tuple[str, str, str]:
+    """(what the op is, what TensorFlow then returns, what to write instead)."""
     a = ctx.analysis
     if isinstance(node, ast.Call):
         f = node.func
         if isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist", "__array__"):
-            return f"`.{f.attr}()` leaves TensorFlow", "keep the computation in TensorFlow ops"
+            return f"`.{f.attr}()` leaves TensorFlow", _LEAVES, "keep the computation in TensorFlow ops"
         if isinstance(f, ast.Attribute) and f.attr == "astype":
-            return "`.astype(...)` to an integer type has no gradient", "keep a float dtype"
+            return "`.astype(...)` to an integer type has no gradient", _LEAVES, "keep a float dtype"
         if isinstance(f, ast.Name) and f.id in ("float", "int", "bool", "complex", "round"):
-            return f"`{f.id}(...)` converts the tensor to a Python number", "keep the value a tensor"
+            return f"`{f.id}(...)` converts the tensor to a Python number", _LEAVES, "keep the value a tensor"
         qn = a.qualname(f) or ""
         last = qn.rsplit(".", 1)[-1]
         shown = _text(f, 30)
         if qn.startswith("numpy."):
-            return f"NumPy call `{shown}` runs outside TensorFlow", "use the `tf.` equivalent"
+            return f"NumPy call `{shown}` runs outside TensorFlow", _LEAVES, "use the `tf.` equivalent"
         if last == "stop_gradient":
-            return f"`{shown}` blocks the only path", "remove it, or apply it to the other operand"
+            return f"`{shown}` blocks the only path", _NONE, "remove it, or apply it to the other operand"
         if last == "numpy_function":
-            return f"`{shown}` has no gradient", "use `tf.py_function` or TensorFlow ops"
+            return f"`{shown}` has no gradient", _NONE, "use `tf.py_function` or TensorFlow ops"
         if last in ("cast", "saturate_cast"):
-            return f"`{shown}` to an integer/bool dtype has no gradient", "cast to a float dtype"
-        if last in ("argmax", "argmin", "round", "sign"):
-            return f"`{shown}` has no gradient", "use a differentiable surrogate (e.g. softmax)"
-    return f"`{_text(node, 30)}`", "keep the path differentiable"
+            return f"`{shown}` to an integer/bool dtype has no gradient", _NONE, "cast to a float dtype"
+        if last == "sign":
+            return (f"`{shown}` has a zero gradient", "so the gradient is zero everywhere",
+                    "use a differentiable surrogate (e.g. tanh)")
+        if last in ("argmax", "argmin", "round"):
+            return f"`{shown}` has no gradient", _NONE, "use a differentiable surrogate (e.g. softmax)"
+    return f"`{_text(node, 30)}`", _NONE, "keep the path differentiable"
 
 
 class GradientPathCut(Rule):
@@ -399,8 +420,10 @@ class GradientPathCut(Rule):
     why = (
         "These operations have no gradient (or leave TensorFlow entirely), so the tape "
         "records no differentiable link through them. When every path from a variable to the "
-        "loss goes through one, `gradient()` returns `None` (or zeros) and training makes no "
-        "progress, with no error."
+        "loss goes through one, `gradient()` returns `None` — zeros for `tf.sign`, whose "
+        "gradient TensorFlow defines as zero — and training makes no progress, with no error. "
+        "When the target itself is a NumPy or Python value (`np.mean(out.numpy())`), "
+        "`gradient()` raises `AttributeError` instead."
     )
     example = (
         """
@@ -515,13 +538,13 @@ class GradientPathCut(Rule):
                 if node in seen:
                     continue
                 seen.add(node)
-                what, instead = _cut_description(ctx, node)
+                what, result, instead = _cut_description(ctx, node)
                 target = _text(flow.target, 30)
                 sources = _text(flow.sources, 40)
                 ctx.report(
                     node,
                     f"{what}: it cuts the path from `{sources}` to `{target}` (gradient on line "
-                    f"{flow.call.lineno}), so the gradient is None. Instead, {instead}",
+                    f"{flow.call.lineno}), {result}. Instead, {instead}",
                 )
 
 
@@ -814,9 +837,14 @@ class VariablesReadBeforeBuild(Rule):
     )
     why = (
         "Keras creates a model's variables the first time it is called (or built with an input "
-        "shape). Before that, `trainable_variables` is an empty list. Gradients and updates "
-        "computed for that list cover nothing: the optimizer is built for no variables and "
-        "`apply_gradients` applies nothing, so the model never learns, with no error."
+        "shape). Before that, `trainable_variables` is an empty list, and stays that same empty "
+        "list when the variables appear. Gradients computed for it are an empty list too. With "
+        "Keras 3 (TensorFlow 2.16 and later) the first update then fails far from the cause: "
+        "`apply_gradients(zip(grads, params))` raises `ValueError: not enough values to "
+        "unpack`, and an optimizer built for the empty list raises `ValueError: Unknown "
+        "variable` when it meets the real variables. `model.build(shape)` does not help a "
+        "subclassed model that has no `build()` method: Keras marks it built without creating "
+        "any variable."
     )
     example = (
         """
@@ -831,7 +859,7 @@ class VariablesReadBeforeBuild(Rule):
     use_instead = (
         """
         model = MyModel()
-        model.build((None, 784))
+        model(next(iter(ds))[0])  # the first call creates the variables
         params = model.trainable_variables
         """
     )
@@ -937,8 +965,9 @@ class VariablesReadBeforeBuild(Rule):
                 read,
                 f"`{name}.{read.attr}` is read before `{name}` (created on line {ctor.lineno}) has "
                 f"created its variables: it is an empty list, so `{use_name}` on line {use.lineno} "
-                f"covers no variable. Call `{name}` once (or `{name}.build(input_shape)`) first, or "
-                "read the variables after the forward pass",
+                f"covers no variable and the first update raises ValueError. Call `{name}` once on "
+                "a batch (or give it an input shape) first, or read the variables after the forward "
+                "pass",
             )
 
 

@@ -16,8 +16,11 @@ class UnparsableFile(Rule):
     what = (
         "Reports a file that tflint cannot check: a syntax error, bytes that are not valid in "
         "the file's encoding (UTF-8, or the one its PEP 263 coding cookie names), a binary "
-        "file, or a notebook whose JSON is broken. The message gives the reason and the "
-        "finding's position points at the problem. The other files are still checked."
+        "file, or a notebook whose JSON is broken. In a notebook, a code cell that does not "
+        "parse once IPython's syntax (magics, `!` shell lines, `?` help) is read as Jupyter "
+        "reads it is reported on its own, and the other cells are still checked. The message "
+        "gives the reason and the finding's position points at the problem. The other files "
+        "are still checked."
     )
     why = (
         "No rule can look inside a file that does not parse, so every other diagnostic for it "
