@@ -801,6 +801,11 @@ class InputHook(Hook):
         startup = summary.get("startup_wait_s") or 0.0
         startup_bound = wait > 0 and startup >= 0.5 * wait
         python_stage = any(desc.get(k) for k in ("py_function", "from_generator", "sequential_map"))
+        shuffle = desc.get("shuffle") or {}
+        # A start-up wait is worth a finding when something slow fills it (a Python stage, a
+        # shuffle buffer filled through a map); the first fetch of a prefetched pipeline of
+        # TensorFlow ops always costs a little, and on a short run it dominates the share.
+        startup_bound = startup_bound and (python_stage or bool(shuffle.get("filled_by")))
         if not high and prefetched and not startup_bound:
             return []  # moderate wait with prefetch already in place: nothing actionable
         per_step = summary.get("steady_wait_per_step_s")
@@ -809,7 +814,6 @@ class InputHook(Hook):
             # millisecond: the batches are ready, the share only reflects a very short step
             return []
         slow = _slow_stages(desc)
-        shuffle = desc.get("shuffle") or {}
         advice = []
         for m in desc.get("map_functions") or []:
             for py in m.get("py_function") or []:
