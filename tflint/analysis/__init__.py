@@ -10,6 +10,7 @@ attribute so a rule set that does not need dataset chains never pays for them:
 - ``datasets`` — tf.data chains across statements (:mod:`tflint.analysis.datasets`)
 - ``loops``    — training loops (:mod:`tflint.analysis.loops`)
 - ``strategies`` — tf.distribute strategies and their scopes (:mod:`tflint.analysis.strategies`)
+- ``project``  — traced code reached from other modules (:mod:`tflint.analysis.project`)
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ _MISSING = object()
 
 
 class Analysis:
-    def __init__(self, tree: ast.Module, source: str = "") -> None:
+    def __init__(self, tree: ast.Module, source: str = "", project: dict | None = None) -> None:
         self.tree = tree
         self.source = source
+        # Functions of this module that traced code elsewhere in the project reaches:
+        # qualname -> [entry qualname, entry path, entry line] (:mod:`tflint.analysis.project`).
+        self.project = project or {}
 
     @cached_property
     def imports(self) -> ImportMap:

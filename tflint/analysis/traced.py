@@ -7,7 +7,10 @@ A function is traced when it is
 - a Keras graph-compiled method: ``train_step``, ``test_step``, ``predict_step`` and ``call`` of a
   ``keras.layers.Layer`` / ``keras.Model`` subclass (directly or through classes of the module);
 - passed to ``Dataset.map/filter/flat_map/interleave`` (tf.data traces it);
-- called from traced code in the same module (transitively): ``helper(x)``, ``self.helper(x)``.
+- called from traced code in the same module (transitively): ``helper(x)``, ``self.helper(x)``;
+- reached from traced code of another module of the project (``Analysis(project=...)``, facts
+  from :class:`tflint.analysis.project.ProjectIndex`): such a function names the entry point
+  that reaches it (:meth:`TracedFunctions.entry_note`).
 
 Functions handed to ``tf.py_function`` / ``tf.numpy_function`` run eagerly even when created
 inside traced code; they and their bodies are not traced.
@@ -62,6 +65,10 @@ class TracedFunctions:
         self.reasons: dict[ast.AST, str] = {}
         self.eager: set[ast.AST] = set()  # functions passed to py_function & co.
         self.keras_classes: set[ast.ClassDef] = set()
+        # traced function -> the traced entry point (of this module) whose trace reaches it
+        self.roots: dict[ast.AST, ast.AST] = {}
+        # function reached from another module's (or an unresolved local) trace -> its note
+        self.external: dict[ast.AST, str] = {}
         self._compute()
 
     # -- queries ---------------------------------------------------------------------------
@@ -139,6 +146,13 @@ class TracedFunctions:
     def is_traced(self, node: ast.AST) -> bool:
         return self.traced_function_of(node) is not None
 
+    def entry_note(self, func: ast.AST | None) -> str | None:
+        """For a function traced through project-wide facts: "`helper` is traced through
+        `train_step` in train.py:41"; ``None`` for functions the module alone shows traced."""
+        if func is None:
+            return None
+        return self.external.get(self.roots.get(func, func))
+
     def is_keras_class(self, cls: ast.ClassDef | None) -> bool:
         return cls is not None and cls in self.keras_classes
 
@@ -211,6 +225,8 @@ class TracedFunctions:
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
 
+        self._seed_project_facts()
+
         # Functions that traced code calls, transitively; and functions that traced code hands
         # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
         work = list(self.reasons)
@@ -230,7 +246,30 @@ class TracedFunctions:
                 for callee in callees:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
+                        self.roots[callee] = self.roots.get(func, func)
                         work.append(callee)
+
+    def _seed_project_facts(self) -> None:
+        """Functions the project's traced code reaches (qualname -> [entry, path, line])."""
+        facts = getattr(self.a, "project", None)
+        if not facts:
+            return
+        tops: dict[str, ast.AST] = {}
+        for stmt in self.a.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                tops.setdefault(stmt.name, stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                for sub in stmt.body:
+                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        tops.setdefault(f"{stmt.name}.{sub.name}", sub)
+        for qual, (entry, path, line) in sorted(facts.items()):
+            node = tops.get(qual)
+            if node is None or node in self.reasons or node in self.eager:
+                continue
+            name = qual.rsplit(".", 1)[-1]
+            note = f"`{name}` is traced through `{entry}` in {path}:{line}"
+            self.reasons[node] = note
+            self.external[node] = note
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""

@@ -1469,3 +1469,8 @@ class LoggingOrFileIOInTracedCode(Rule):
                 continue
             return False
         return True
+
+
+for _rule in list(vars().values()):
+    if isinstance(_rule, type) and issubclass(_rule, Rule) and getattr(_rule, "code", "").startswith("TFL1"):
+        _rule.traced_context = True
