@@ -332,7 +332,7 @@ class ProjectIndex:
         if not m.is_package:
             parts = parts[:-1]
         if level > 1:
-            if level - 1 > len(parts):
+            if level - 1 >= len(parts):
                 return None
             parts = parts[: len(parts) - (level - 1)]
         return ".".join(parts)
