@@ -894,3 +894,103 @@ class HardCodedTrainingInCall(Rule):
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         out[t.attr] = kind
         return out
+
+
+_SOFTMAX_NAMES = frozenset({"keras.activations.softmax", "tensorflow.nn.softmax", "keras.ops.softmax", "tensorflow.math.softmax"})
+
+
+class SoftmaxOnOneUnit(Rule):
+    code = "TFL605"
+    name = "softmax-on-one-unit"
+    severity = Severity.ERROR
+    summary = "`Dense(1, activation=\"softmax\")` outputs 1.0 for every input"
+    what = (
+        "Checks for a Keras `Dense` layer with one unit and a softmax activation "
+        "(`\"softmax\"`, `keras.activations.softmax`, `tf.nn.softmax`)."
+    )
+    why = (
+        "Softmax normalises over the last axis; over an axis of size 1 it is exp(x)/exp(x) = 1.0 "
+        "for every input. The model's output is a constant, its gradient is zero and it cannot "
+        "learn: the loss stays flat and nothing reports an error. A binary classifier wants one "
+        "unit with `sigmoid`, or two units with `softmax`."
+    )
+    example = (
+        """
+        model = keras.Sequential([
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1, activation="softmax"),
+        ])
+        """
+    )
+    use_instead = (
+        """
+        model = keras.Sequential([
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ])
+        """
+    )
+    VALID = [
+        """
+        from tensorflow import keras
+
+        out = keras.layers.Dense(1, activation="sigmoid")
+        """,
+        """
+        from tensorflow import keras
+
+        out = keras.layers.Dense(2, activation="softmax")
+        """,
+        """
+        import keras
+
+        n_classes = 10
+        out = keras.layers.Dense(units=n_classes, activation=keras.activations.softmax)
+        """,
+    ]
+    INVALID = [
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(1, activation="softmax"),  # expect: TFL605
+        ])
+        """,
+        """
+        import tensorflow as tf
+
+        head = tf.keras.layers.Dense(units=1, activation=tf.nn.softmax)  # expect: TFL605
+        """,
+        """
+        from keras import layers, activations
+
+        out = layers.Dense(1, activations.softmax)  # expect: TFL605
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "softmax" not in ctx.source:
+            return
+        a = ctx.analysis
+        for call in a.nodes(ast.Call):
+            name = a.call_name(call)
+            if name is None or not name.startswith("keras.") or name.rsplit(".", 1)[-1] != "Dense":
+                continue
+            units = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "units"), None)
+            act = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "activation"), None)
+            if not (isinstance(units, ast.Constant) and units.value == 1 and not isinstance(units.value, bool)):
+                continue
+            if act is None:
+                continue
+            if isinstance(act, ast.Constant):
+                softmax = act.value == "softmax"
+            else:
+                softmax = a.qualname(act) in _SOFTMAX_NAMES
+            if softmax:
+                ctx.report(
+                    call,
+                    "softmax over one unit is always 1.0: the output is constant and the model "
+                    "cannot learn. Use `Dense(1, activation=\"sigmoid\")` for a binary output, or "
+                    "one unit per class with softmax",
+                )
