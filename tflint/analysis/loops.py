@@ -60,7 +60,7 @@ class LoopFacts:
                     is_training = True
                     break
                 targets = traced._resolve_callable(f, node, called=True)
-                if any(traced.is_traced_function(t) for t in targets):
+                if any(traced.is_module_traced(t) for t in targets):
                     is_training = True
                     break
                 if isinstance(f, ast.Name) and f.id in self.traced_names:
@@ -76,7 +76,7 @@ class LoopFacts:
         names: set[str] = set()
         traced = self.a.traced
         for stmt in self.a.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and traced.is_traced_function(stmt):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and traced.is_module_traced(stmt):
                 names.add(stmt.name)
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
                 from tflint.analysis.traced import TF_FUNCTION

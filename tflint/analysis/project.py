@@ -12,7 +12,9 @@ Two halves:
   that leave a module (absolute and relative imports, ``from pkg import mod``,
   ``import pkg.mod as m``, class instances ``obj = C(); obj.m()`` and ``C().g()``, methods
   inherited from a base class of another module, simple aliases) to the project's own
-  functions, and follows traced code through them. :meth:`ProjectIndex.facts_for` gives a
+  functions, and follows traced code through them (at most ``MAX_MODULE_HOPS`` calls into
+  other modules; not through calls that run once or only eagerly, nor into functions that ask
+  whether they run eagerly, nor into TensorFlow's and Keras's own modules). :meth:`ProjectIndex.facts_for` gives a
   module the functions that traced code of the project (its own or another module's) reaches
   beyond what the module alone shows, each with the entry point that reaches it.
 
@@ -28,8 +30,13 @@ import os
 from functools import lru_cache
 from typing import Any
 
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2
+# Calls by which a function asks whether it runs eagerly (it is written to be traced, too).
+_EAGER_CHECKS = frozenset({"executing_eagerly", "inside_function", "executing_eagerly_outside_functions"})
 _MAX_DEPTH = 8
+FRAMEWORK_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras"})
+# Traced code is followed through at most this many calls into other modules.
+MAX_MODULE_HOPS = 2
 
 Summary = dict[str, Any]
 # qualname -> [entry qualname, entry display path, entry line]
@@ -189,12 +196,18 @@ def summarise(analysis, traced=None) -> Summary:
         if c and (c in classes or c.split(".")[0] in imports):
             owner_instances.setdefault(q, {})[node.targets[0].id] = c
 
+    guards = traced if traced is not None else a.traced
     calls: dict[str, list[str]] = {}
+    aware: set[str] = set()  # functions that test whether they run eagerly: written for both
     for call in a.nodes(ast.Call):
         q, fnode = owner_of(call)
         if q is None:
             continue
         func = call.func
+        fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if fname in _EAGER_CHECKS:
+            aware.add(q)
+            continue
         ref = None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             cls_name = q.split(".")[0] if "." in q else None
@@ -207,6 +220,9 @@ def summarise(analysis, traced=None) -> Summary:
                 inst = {**instances, **local_inst} if local_inst else instances
                 ref = resolve_chain(c, inst)
         if ref is not None and ref != f"L:{q}":
+            # a call that runs once (``if self._x is None:``) or only eagerly is not followed
+            if guards.guard_of(call, "once") is not None or guards.guard_of(call, "eager") is not None:
+                continue
             got = calls.setdefault(q, [])
             if ref not in got:
                 got.append(ref)
@@ -227,11 +243,13 @@ def summarise(analysis, traced=None) -> Summary:
         "aliases": aliases,
         "calls": calls,
         "traced": traced_out,
+        "aware": sorted(aware),
     }
 
 
 def empty_summary() -> Summary:
-    return {"format": SUMMARY_FORMAT, "imports": {}, "defs": {}, "classes": {}, "aliases": {}, "calls": {}, "traced": {}}
+    return {"format": SUMMARY_FORMAT, "imports": {}, "defs": {}, "classes": {}, "aliases": {}, "calls": {}, "traced": {},
+            "aware": []}
 
 
 def is_summary(s: object) -> bool:
@@ -258,6 +276,8 @@ def is_summary(s: object) -> bool:
             if not (isinstance(root, str) and isinstance(line, int)):
                 return False
         if not all(isinstance(v, str) for v in s["aliases"].values()):
+            return False
+        if not (isinstance(s["aware"], list) and all(isinstance(v, str) for v in s["aware"])):
             return False
     except (KeyError, TypeError, ValueError):
         return False
@@ -287,7 +307,7 @@ def _package_prefix(d: str) -> str:
 
 
 class _Module:
-    __slots__ = ("path", "disp", "name", "is_package", "s")
+    __slots__ = ("path", "disp", "name", "is_package", "s", "aware", "framework")
 
     def __init__(self, path: str, disp: str, summary: Summary) -> None:
         self.path = os.path.abspath(path)
@@ -295,6 +315,10 @@ class _Module:
         self.name = module_name(path)
         self.is_package = os.path.basename(path) == "__init__.py"
         self.s = summary
+        self.aware = frozenset(summary["aware"])
+        # TensorFlow's and Keras's own modules are the API tflint models, not user code:
+        # traced code is not followed into them.
+        self.framework = self.name.split(".")[0] in FRAMEWORK_PACKAGES
 
 
 class ProjectIndex:
@@ -423,27 +447,35 @@ class ProjectIndex:
 
     # -- traced code -----------------------------------------------------------------------
     def _propagate(self) -> None:
-        work: list[tuple[_Module, str, list]] = []
+        """Follow traced code along the call edges of the summaries, breadth first, at most
+        ``MAX_MODULE_HOPS`` calls into other modules from a module's own traced code."""
+        work: list[tuple[_Module, str, list, int]] = []
         for m in self.modules:
             for q, (root, line) in m.s["traced"].items():
-                work.append((m, q, [root, m.disp, line]))
-        while work:
-            m, q, entry = work.pop()
+                work.append((m, q, [root, m.disp, line], 0))
+        self.hops: dict[tuple[str, str], int] = {}
+        i = 0
+        while i < len(work):
+            m, q, entry, hops = work[i]
+            i += 1
             for ref in m.s["calls"].get(q, ()):
                 if ref.startswith("L:"):
                     target: tuple[_Module, str] | None = (m, ref[2:])
+                    step = hops
                 else:
                     target = self.resolve(m, ref[2:])
-                if target is None:
+                    step = hops + 1
+                if target is None or step > MAX_MODULE_HOPS:
                     continue
                 tm, tq = target
-                if tq in tm.s["traced"]:
+                if tq in tm.s["traced"] or tq in tm.aware or tm.framework:
                     continue
                 got = self.external.setdefault(tm.path, {})
                 if tq in got:
                     continue
                 got[tq] = entry
-                work.append((tm, tq, entry))
+                self.hops[(tm.path, tq)] = step
+                work.append((tm, tq, entry, step))
 
     def facts_for(self, path: str) -> Facts:
         """Functions of the module at ``path`` that the project's traced code reaches beyond

@@ -75,6 +75,10 @@ class TracedFunctions:
     def is_traced_function(self, func: ast.AST) -> bool:
         return func in self.reasons
 
+    def is_module_traced(self, func: ast.AST) -> bool:
+        """Traced as far as the module alone shows (not only through project-wide facts)."""
+        return func in self.reasons and self.roots.get(func, func) not in self.external
+
     def reason(self, func: ast.AST) -> str | None:
         return self.reasons.get(func)
 

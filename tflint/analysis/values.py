@@ -40,12 +40,12 @@ def origins(a: "Analysis", expr: ast.AST) -> list[ast.AST] | None:
 
 
 def is_plain_python(value: ast.AST | None, _depth: int = 0) -> bool:
-    """A Python number, string, bool or ``None`` literal, or arithmetic on such literals and
-    names (``lr * 0.5``, ``-1``)."""
+    """A Python number, string or bool literal, or arithmetic on such literals and names
+    (``lr * 0.5``, ``-1``)."""
     if value is None or _depth > 6:
         return False
     if isinstance(value, ast.Constant):
-        return isinstance(value.value, (int, float, str, bool)) or value.value is None
+        return isinstance(value.value, (int, float, str, bool))
     if isinstance(value, ast.UnaryOp):
         return is_plain_python(value.operand, _depth + 1)
     if isinstance(value, ast.BinOp):
@@ -69,9 +69,10 @@ def _assignments(node: ast.AST):
 
 
 def global_rebinding_sites(a: "Analysis") -> dict[str, list[tuple[ast.AST, ast.AST]]]:
-    """Module globals rebound after they are defined: name -> [(statement, value)] for each
-    rebinding that runs eagerly: in a function that declares the name ``global`` (and is not
-    traced), or at module level inside a loop or after an earlier binding."""
+    """Module globals that eager code changes over time: name -> [(statement, value)] for each
+    such rebinding: at module level inside a loop or augmented (``lr *= 0.5``), or in an
+    untraced function that declares the name ``global`` and increments it, computes it from
+    its old value or rebinds it in a loop. A setter (``global FLAG; FLAG = True``) is not one."""
     memo = a.__dict__.get("_global_rebinds")
     if memo is not None:
         return memo
@@ -92,7 +93,11 @@ def global_rebinding_sites(a: "Analysis") -> dict[str, list[tuple[ast.AST, ast.A
                 if in_loop or isinstance(node, ast.AugAssign):
                     out.setdefault(name, []).append((node, value))
             elif name in traced.declared_outer(func) and isinstance(traced.declared_outer(func)[name], ast.Global):
-                if not traced.is_traced_function(func) and not traced.is_traced(node):
+                if traced.is_traced_function(func) or traced.is_traced(node):
+                    continue
+                # changed over time (a counter, a decay, a loop), not set once by a setter
+                in_loop = any(isinstance(p, (ast.For, ast.While, ast.AsyncFor)) for p in a.ancestors(node))
+                if isinstance(node, ast.AugAssign) or in_loop or _mentions_name(value, name):
                     out.setdefault(name, []).append((node, value))
     a.__dict__["_global_rebinds"] = out
     return out
@@ -122,6 +127,10 @@ def eager_self_updates(a: "Analysis", cls: ast.ClassDef | None, attr: str) -> li
                     if isinstance(node, ast.AugAssign) or _mentions_self_attr(value, target.attr):
                         table.setdefault(target.attr, []).append(node)
     return table.get(attr, [])
+
+
+def _mentions_name(value: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
 
 
 def _mentions_self_attr(value: ast.AST, attr: str) -> bool:

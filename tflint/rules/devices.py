@@ -570,7 +570,7 @@ class TensorsAccumulatedInLoop(Rule):
         # Traced functions and Keras objects of the module.
         traced = a.traced
         targets = traced._resolve_callable(f, expr, called=True)
-        if any(traced.is_traced_function(t) for t in targets) or (
+        if any(traced.is_module_traced(t) for t in targets) or (
             isinstance(f, ast.Name) and f.id in a.loops.traced_names
         ):
             return "output of a traced step"

@@ -911,7 +911,8 @@ class SoftmaxOnOneUnit(Rule):
     why = (
         "Softmax normalises over the last axis; over an axis of size 1 it is exp(x)/exp(x) = 1.0 "
         "for every input. The model's output is a constant, its gradient is zero and it cannot "
-        "learn: the loss stays flat and nothing reports an error. A binary classifier wants one "
+        "learn: accuracy stays at the share of the positive class and nothing fails (Keras 3 "
+        "emits one `UserWarning`, easily lost in a training log). A binary classifier wants one "
         "unit with `sigmoid`, or two units with `softmax`."
     )
     example = (

@@ -766,8 +766,20 @@ class RebindingInTracedCode(Rule):
         if root != "self":
             if a.imports.aliases.get(root) or not isinstance(traced.defining_scope(root, node), ast.Module):
                 return False
-        elif a.enclosing_class(node) is None:
-            return False
+        else:
+            cls = a.enclosing_class(node)
+            if cls is None:
+                return False
+            # Scratch space of one call (read back only by the function that stores it) is
+            # harmless; a tensor kept for other methods or for the caller leaks.
+            own = a.enclosing_function(node)
+            reads = [
+                n for n in ast.walk(cls)
+                if isinstance(n, ast.Attribute) and n.attr == target.attr and isinstance(n.ctx, ast.Load)
+                and isinstance(n.value, ast.Name) and n.value.id == "self"
+            ]
+            if reads and all(a.enclosing_function(n) is own for n in reads):
+                return False
         return traced.is_tensor(node.value)
 
     @staticmethod
@@ -1807,9 +1819,10 @@ class RecursionInTracedCode(Rule):
     )
     why = (
         "Each call of a `tf.function` during tracing traces it again. With a tensor argument "
-        "the recursion's stop condition is a graph tensor, so tracing never ends "
-        "(`RecursionError` / `StagingError`); with Python numbers every distinct value is a new "
-        "trace and a new graph (`fact(4)` traces four functions)."
+        "the recursion's stop condition is a graph tensor, so tracing fails (endless recursion, "
+        "or `OperatorNotAllowedInGraphError` when AutoGraph gives up on the recursive call); "
+        "with Python numbers every distinct value is a new trace and a new graph (`fact(5)` "
+        "traces five functions)."
     )
     example = (
         """
@@ -1917,7 +1930,7 @@ class RecursionInTracedCode(Rule):
                             ctx.report(
                                 call,
                                 f"`{_text(ctx, call.func)}(...)` calls tf.function `{entry.name}` again while "
-                                f"tracing it: with a tensor argument tracing never ends; with Python "
+                                f"tracing it: with a tensor argument tracing fails; with Python "
                                 f"numbers every value is a new trace. Use a loop (`tf.while_loop`, "
                                 f"`for i in tf.range(...)`) instead",
                             )
