@@ -355,3 +355,66 @@ def test_print_in_a_helper_of_another_module_runs_once(tmp_path, monkeypatch, ca
     files = [(str(p), p.read_bytes(), frozenset(rule_codes())) for p in sorted(pkg.glob("*.py"))]
     found = [(f.path.rsplit("/", 1)[-1], f.line, f.code) for r in lint_project(files, jobs=1) for f in r.findings]
     assert found == [("helpers.py", 3, "TFL101")]
+
+
+# -- TFL603: log of probabilities made elsewhere ------------------------------------------------
+LOGP_BAD = """
+    import tensorflow as tf
+
+    def policy(logits):
+        probs = tf.nn.softmax(logits)
+        return probs
+
+    logits = tf.constant([[0.0, 120.0]])
+    action_probs = policy(logits)
+    log_prob = tf.math.log(action_probs[0, 0])
+"""
+LOGP_GOOD = """
+    import tensorflow as tf
+
+    def policy(logits):
+        return tf.nn.log_softmax(logits)
+
+    logits = tf.constant([[0.0, 120.0]])
+    log_probs = policy(logits)
+    log_prob = log_probs[0, 0]
+"""
+
+
+def test_tfl603_log_of_probabilities_through_a_return_underflows():
+    assert float(run(LOGP_BAD)["log_prob"]) == float("-inf")
+    assert float(run(LOGP_GOOD)["log_prob"]) == pytest.approx(-120.0)
+    assert codes(LOGP_BAD) == [(10, "TFL603")]
+    assert codes(LOGP_GOOD) == []
+
+
+# -- TFL203: predict in every iteration of a long loop ------------------------------------------
+PREDICT_LOOP = """
+    import time
+
+    import numpy as np
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    probe = np.ones((8, 4), "float32")
+    model.predict(probe, verbose=0)
+    model(probe, training=False)
+
+    start = time.perf_counter()
+    for step in range(100):
+        preds = model.predict(probe, verbose=0)
+    per_predict = time.perf_counter() - start
+
+    start = time.perf_counter()
+    for step in range(100):
+        preds = model(probe, training=False)
+    per_call = time.perf_counter() - start
+"""
+
+
+def test_tfl203_predict_in_every_iteration_of_a_long_loop_is_slow():
+    # Measured side by side in one run: a ratio, not an absolute time.
+    ns = run(PREDICT_LOOP)
+    assert ns["per_predict"] > 3 * ns["per_call"]
+    lines = [line for line, code in codes(PREDICT_LOOP) if code == "TFL203"]
+    assert lines == [14]  # the predict loop; the direct call is fine

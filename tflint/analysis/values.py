@@ -138,3 +138,81 @@ def _mentions_self_attr(value: ast.AST, attr: str) -> bool:
         isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) and n.value.id == "self"
         for n in ast.walk(value)
     )
+
+
+def producers(a: "Analysis", expr: ast.AST, _depth: int = 0) -> list[ast.AST] | None:
+    """The expressions that produce the value of ``expr``, followed through names bound in
+    their scope, ``self`` attributes, indexing, list/tuple literals and the return values of
+    the module's own functions; a call of a name bound to a model constructor
+    (``model = keras.Sequential([...])``; ``model(x)``) gives the constructor call. ``None``
+    when some origin cannot be told (a parameter, an import, a loop variable)."""
+    if _depth > 6:
+        return None
+    traced = a.traced
+    if isinstance(expr, ast.Name):
+        if a.imports.aliases.get(expr.id):
+            return None
+        scope = traced.defining_scope(expr.id, expr)
+        if scope is None:
+            return None
+        if not isinstance(scope, ast.Module) and expr.id in traced.local_names(scope) and expr.id in _params(scope):
+            return None
+        values = traced.bindings(expr.id, scope)
+        if not values or len(values) != _store_count(scope, expr.id):
+            return None  # also bound by a loop, `with`, augmented assignment...
+        return _union(a, values, _depth)
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        values = traced.self_attr_values(a.enclosing_class(expr), expr.attr)
+        return _union(a, values, _depth) if values else None
+    if isinstance(expr, ast.Subscript):
+        return producers(a, expr.value, _depth + 1)
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return _union(a, expr.elts, _depth) if expr.elts else None
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        if isinstance(f, ast.Name) and not a.imports.aliases.get(f.id):
+            defs = a.lookup_function(f.id, expr)
+            if defs:
+                from tflint.analysis.astutil import walk_own
+
+                returns = [n.value for n in walk_own(defs[0].body) if isinstance(n, ast.Return) and n.value is not None]
+                return _union(a, returns, _depth) if returns else None
+            scope = traced.defining_scope(f.id, expr)
+            if scope is not None:
+                values = traced.bindings(f.id, scope)
+                if len(values) == 1 and isinstance(values[0], ast.Call):
+                    return [values[0]]  # calling what a constructor built (a model, a layer)
+            return None
+        return [expr]
+    return [expr]
+
+
+def _union(a: "Analysis", values, depth: int) -> list[ast.AST] | None:
+    out: list[ast.AST] = []
+    for v in values:
+        got = producers(a, v, depth + 1)
+        if got is None:
+            return None
+        out.extend(got)
+    return out
+
+
+def _params(func: ast.AST) -> set[str]:
+    args = getattr(func, "args", None)
+    if args is None:
+        return set()
+    names = {x.arg for x in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(x.arg for x in (args.vararg, args.kwarg) if x is not None)
+    return names
+
+
+def _store_count(scope: ast.AST, name: str) -> int:
+    """How many times ``name`` is bound in ``scope`` (any kind of binding, own scope only)."""
+    from tflint.analysis.astutil import walk_own
+
+    body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    n = 0
+    for node in walk_own(body):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+            n += 1
+    return n

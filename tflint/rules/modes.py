@@ -565,7 +565,9 @@ class LogOfSoftmax(Rule):
     summary = "`log(softmax(x))` / `log(sigmoid(x))` by hand underflows to `-inf`"
     what = (
         "Checks for the logarithm of a softmax or sigmoid written as two ops: "
-        "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`."
+        "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`; "
+        "and `log(p)` of probabilities made elsewhere, followed through variables, containers, "
+        "function returns and the output of a model whose last layer applies softmax/sigmoid."
     )
     why = (
         "softmax and sigmoid round small probabilities to exactly 0 in float32 (and much earlier "
@@ -613,6 +615,20 @@ class LogOfSoftmax(Rule):
 
         lp = tf.math.log(tf.nn.relu(tf.constant([1.0])) + 1.0)
         """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        critic = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+        values = critic(tf.zeros((1, 8)))
+        log_values = tf.math.log(values[0, 1])
+        """,
+        """
+        import tensorflow as tf
+
+        def nll(probs):
+            return -tf.math.log(probs)
+        """,
     ]
     INVALID = [
         """
@@ -633,6 +649,38 @@ class LogOfSoftmax(Rule):
         def loss(logits):
             return -ops.log(ops.softmax(logits))  # expect: TFL603
         """,
+        """
+        import tensorflow as tf
+
+        def policy(logits):
+            probs = tf.nn.softmax(logits)
+            return probs
+
+        action_probs = policy(tf.constant([[1.0, 2.0]]))
+        log_prob = tf.math.log(action_probs[0, 1])  # expect: TFL603
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        actor = keras.Sequential([
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(4, activation="softmax"),
+        ])
+        action_probs = actor(tf.zeros((1, 8)))
+        chosen = [action_probs]
+        loss = -tf.math.log(chosen[0][0, 2])  # expect: TFL603
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        inputs = keras.Input((8,))
+        outputs = keras.layers.Dense(3, activation="softmax")(inputs)
+        model = keras.Model(inputs, outputs)
+        p = model(tf.zeros((1, 8)))
+        nll = -tf.math.log(p)  # expect: TFL603
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -640,9 +688,12 @@ class LogOfSoftmax(Rule):
             return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ctx.analysis.nodes(ast.Call):
-            if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Call)):
+            if not (isinstance(node, ast.Call) and len(node.args) == 1):
                 continue
             if a.call_name(node) not in _LOGS:
+                continue
+            if not isinstance(node.args[0], ast.Call):
+                self._followed(ctx, node)
                 continue
             inner = node.args[0]
             iq = a.call_name(inner)
@@ -659,6 +710,31 @@ class LogOfSoftmax(Rule):
                 f"the loss and gradients NaN. Use `{target}(x)`",
                 fix=fix,
             )
+
+    def _followed(self, ctx: RuleContext, node: ast.Call) -> None:
+        """``log(p)`` where ``p`` holds probabilities made elsewhere: through a variable, a
+        container, a function's return value, or the output of a model whose last layer
+        applies softmax/sigmoid."""
+        from tflint.analysis.values import producers
+
+        arg = node.args[0]
+        if not isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)):
+            return
+        found = producers(ctx.analysis, arg)
+        if not found:
+            return
+        kinds = {_probability_kind(ctx, p) for p in found}
+        if len(kinds) != 1 or None in kinds:
+            return
+        (kind,) = kinds
+        where = min(found, key=lambda p: p.lineno)
+        target = "tf.nn.log_softmax" if kind == "softmax" else "tf.math.log_sigmoid"
+        ctx.report(
+            node,
+            f"`{ctx.segment(node) or 'log(p)'}` takes the log of {kind} probabilities (line "
+            f"{where.lineno}): it underflows to `-inf` when one rounds to 0, making the loss and "
+            f"gradients NaN. Keep the logits and use `{target}(logits)`",
+        )
 
     def _fix(self, ctx: RuleContext, outer: ast.Call, inner: ast.Call, kind: str, family: str) -> tuple[Fix | None, str]:
         tf_target = "tf.nn.log_softmax" if kind == "softmax" else "tf.math.log_sigmoid"
@@ -720,6 +796,67 @@ class LogOfSoftmax(Rule):
         parts.extend(lines[l1:l2 - 1])
         parts.append(_cut(lines[l2 - 1], 0, c2))
         return "".join(parts)
+
+
+def _activation_kind(ctx: RuleContext, act: ast.AST | None) -> str | None:
+    if act is None:
+        return None
+    if isinstance(act, ast.Constant) and act.value in ("softmax", "sigmoid"):
+        return act.value
+    q = ctx.analysis.qualname(act)
+    if q in _SOFTMAX:
+        return "softmax"
+    if q in _SIGMOID:
+        return "sigmoid"
+    return None
+
+
+def _layer_kind(ctx: RuleContext, layer: ast.AST) -> str | None:
+    """The probability activation a Keras layer (a constructor call) ends with."""
+    if not isinstance(layer, ast.Call):
+        return None
+    q = ctx.analysis.call_name(layer) or ""
+    last = q.rsplit(".", 1)[-1]
+    if not q.startswith("keras."):
+        return None
+    if last == "Softmax":
+        return "softmax"
+    if last == "Activation":
+        return _activation_kind(ctx, layer.args[0] if layer.args else None)
+    if last in ("Dense", "EinsumDense", "Conv1D", "Conv2D"):
+        act = layer.args[1] if len(layer.args) > 1 and last == "Dense" else next(
+            (k.value for k in layer.keywords if k.arg == "activation"), None
+        )
+        return _activation_kind(ctx, act)
+    return None
+
+
+def _probability_kind(ctx: RuleContext, p: ast.AST) -> str | None:
+    """"softmax"/"sigmoid" when ``p`` (a producer) makes probabilities, else None."""
+    if not isinstance(p, ast.Call):
+        return None
+    q = ctx.analysis.call_name(p)
+    if q in _SOFTMAX:
+        return "softmax"
+    if q in _SIGMOID:
+        return "sigmoid"
+    if q is not None and q.startswith("keras.") and q.rsplit(".", 1)[-1] == "Sequential":
+        layers = p.args[0] if p.args else next((k.value for k in p.keywords if k.arg == "layers"), None)
+        if isinstance(layers, (ast.List, ast.Tuple)) and layers.elts:
+            return _layer_kind(ctx, layers.elts[-1])
+        return None
+    if isinstance(p.func, ast.Call):  # a layer applied: Dense(n, activation="softmax")(x)
+        return _layer_kind(ctx, p.func)
+    if q is not None and q.startswith("keras.") and q.rsplit(".", 1)[-1] == "Model":
+        outputs = p.args[1] if len(p.args) > 1 else next((k.value for k in p.keywords if k.arg == "outputs"), None)
+        if outputs is None:
+            return None
+        from tflint.analysis.values import producers
+
+        found = producers(ctx.analysis, outputs)
+        kinds = {_probability_kind(ctx, x) for x in found or ()}
+        return kinds.pop() if len(kinds) == 1 else None
+    return None
 
 
 def _imports_tensorflow(tree: ast.Module) -> bool:
