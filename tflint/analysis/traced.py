@@ -229,11 +229,13 @@ class TracedFunctions:
                             f, f"passed to Dataset.{node.func.attr} (line {node.lineno}), which traces it"
                         )
 
-        self._seed_project_facts()
-
         # Functions that traced code calls, transitively; and functions that traced code hands
-        # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
-        work = list(self.reasons)
+        # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...). Then the
+        # same from the functions other modules' traced code reaches (project-wide facts).
+        self._follow_calls(list(self.reasons))
+        self._follow_calls(self._seed_project_facts())
+
+    def _follow_calls(self, work: list) -> None:
         while work:
             func = work.pop()
             name = getattr(func, "name", "<lambda>")
@@ -253,11 +255,12 @@ class TracedFunctions:
                         self.roots[callee] = self.roots.get(func, func)
                         work.append(callee)
 
-    def _seed_project_facts(self) -> None:
-        """Functions the project's traced code reaches (qualname -> [entry, path, line])."""
+    def _seed_project_facts(self) -> list:
+        """Functions the project's traced code reaches (qualname -> [entry, path, line]) that the
+        module alone does not show traced; returns them."""
         facts = getattr(self.a, "project", None)
         if not facts:
-            return
+            return []
         tops: dict[str, ast.AST] = {}
         for stmt in self.a.tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -266,6 +269,7 @@ class TracedFunctions:
                 for sub in stmt.body:
                     if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         tops.setdefault(f"{stmt.name}.{sub.name}", sub)
+        seeded: list = []
         for qual, (entry, path, line) in sorted(facts.items()):
             node = tops.get(qual)
             if node is None or node in self.reasons or node in self.eager:
@@ -274,6 +278,8 @@ class TracedFunctions:
             note = f"`{name}` is traced through `{entry}` in {path}:{line}"
             self.reasons[node] = note
             self.external[node] = note
+            seeded.append(node)
+        return seeded
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""
