@@ -418,3 +418,41 @@ def test_tfl203_predict_in_every_iteration_of_a_long_loop_is_slow():
     assert ns["per_predict"] > 3 * ns["per_call"]
     lines = [line for line, code in codes(PREDICT_LOOP) if code == "TFL203"]
     assert lines == [14]  # the predict loop; the direct call is fine
+
+
+# -- TFL608: plain tf.Variable attributes of a Keras 3 model -----------------------------------
+UNTRACKED_BAD = """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    class Linear(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.zeros((3, 1)))
+
+        def call(self, x):
+            return tf.matmul(x, self.w)
+
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    y = x @ np.array([[1.0], [2.0], [3.0]], "float32")
+    model = Linear()
+    model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(x, y, epochs=3, verbose=0)
+"""
+UNTRACKED_GOOD = UNTRACKED_BAD.replace(
+    "self.w = tf.Variable(tf.zeros((3, 1)))", 'self.w = self.add_weight(shape=(3, 1), initializer="zeros")'
+)
+
+
+def test_tfl608_keras3_does_not_train_plain_tf_variables():
+    bad = run(UNTRACKED_BAD)
+    assert bad["model"].trainable_variables == []
+    losses = bad["history"].history["loss"]
+    assert max(losses) - min(losses) < 1e-4 * max(losses)  # the loss never moves
+    good = run(UNTRACKED_GOOD)
+    assert len(good["model"].trainable_variables) == 1
+    good_losses = good["history"].history["loss"]
+    assert good_losses[-1] < 0.99 * good_losses[0]
+    assert codes(UNTRACKED_BAD) == [(9, "TFL608")]
+    assert codes(UNTRACKED_GOOD) == []

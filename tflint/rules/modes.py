@@ -1132,3 +1132,158 @@ class SoftmaxOnOneUnit(Rule):
                     "cannot learn. Use `Dense(1, activation=\"sigmoid\")` for a binary output, or "
                     "one unit per class with softmax",
                 )
+
+
+_TF_VARIABLE = frozenset({"tensorflow.Variable", "tensorflow.compat.v1.Variable"})
+
+
+def _keras_major(ctx: RuleContext) -> int:
+    """The Keras major version the code targets: the analysis's ``target`` when the
+    configuration gives one, else 3 (TensorFlow >= 2.16 ships Keras 3); 2 for ``tf_keras``."""
+    if "tf_keras" in ctx.source:
+        return 2
+    target = getattr(ctx.analysis, "target", None)
+    for attr in ("keras_major", "keras"):
+        value = getattr(target, attr, None)
+        if value is not None:
+            text = str(value).strip().lower().lstrip("keras").strip("=<> ")
+            if text[:1] in ("2", "3"):
+                return int(text[:1])
+    return 3
+
+
+class UntrackedVariableInKerasClass(Rule):
+    code = "TFL608"
+    name = "tf-variable-untracked-by-keras-3"
+    severity = Severity.ERROR
+    summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained"
+    what = (
+        "Checks for `self.<name> = tf.Variable(...)` in a method of a Keras `Layer` or `Model` "
+        "subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
+        "is Keras 2 and is not checked)."
+    )
+    why = (
+        "Keras 3 tracks its own `keras.Variable`s, not `tf.Variable`s: a plain `tf.Variable` "
+        "attribute is missing from `trainable_variables`, so `fit` computes no gradient for it and "
+        "never updates it. Training runs, the loss stays where it started, and nothing fails (a "
+        "TensorFlow 2 tutorial ported to Keras 3 trains for ten epochs with a constant loss)."
+    )
+    example = (
+        """
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))
+
+            def call(self, x):
+                return tf.matmul(x, self.w)
+        """
+    )
+    use_instead = (
+        """
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = self.add_weight(shape=(3, 1), initializer="zeros")
+
+            def call(self, x):
+                return tf.matmul(x, self.w)
+        """
+    )
+    VALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = self.add_weight(shape=(3, 1), initializer="zeros")
+        """,
+        """
+        import tensorflow as tf
+
+        class Linear(tf.Module):
+            def __init__(self):
+                self.w = tf.Variable(tf.zeros((3, 1)))
+        """,
+        """
+        import keras
+
+        class Scale(keras.layers.Layer):
+            def build(self, shape):
+                self.s = keras.Variable(1.0)
+        """,
+        """
+        import tf_keras as keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))
+        """,
+    ]
+    INVALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))  # expect: TFL608
+        """,
+        """
+        import tensorflow as tf
+
+        class Scale(tf.keras.layers.Layer):
+            def build(self, input_shape):
+                self.scale = tf.Variable(1.0, trainable=True)  # expect: TFL608
+        """,
+        """
+        from tensorflow import keras
+        import tensorflow as tf
+
+        class Base(keras.layers.Layer):
+            pass
+
+        class Bias(Base):
+            def __init__(self, n):
+                super().__init__()
+                self.b, self.n = tf.Variable(tf.zeros(n)), n  # expect: TFL608
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "Variable" not in ctx.source or _keras_major(ctx) < 3:
+            return
+        a = ctx.analysis
+        traced = a.traced
+        for cls in a.nodes(ast.ClassDef):
+            if not traced.is_keras_class(cls):
+                continue
+            for stmt in cls.body:
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(stmt):
+                    if not isinstance(node, ast.Assign):
+                        continue
+                    for t in node.targets:
+                        pairs = [(t, node.value)]
+                        if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
+                            pairs = list(zip(t.elts, node.value.elts))
+                        for tt, v in pairs:
+                            if (
+                                isinstance(tt, ast.Attribute)
+                                and isinstance(tt.value, ast.Name)
+                                and tt.value.id == "self"
+                                and isinstance(v, ast.Call)
+                                and a.call_name(v) in _TF_VARIABLE
+                            ):
+                                ctx.report(
+                                    node,
+                                    f"`self.{tt.attr} = tf.Variable(...)` in Keras 3 `{cls.name}` is not tracked: "
+                                    f"it is missing from `trainable_variables` and `fit` never updates it. "
+                                    f"Use `self.add_weight(...)` or `keras.Variable(...)`",
+                                )
