@@ -1158,8 +1158,8 @@ class UntrackedVariableInKerasClass(Rule):
     severity = Severity.ERROR
     summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained"
     what = (
-        "Checks for `self.<name> = tf.Variable(...)` in a method of a Keras `Layer` or `Model` "
-        "subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
+        "Checks for `self.<name> = tf.Variable(...)` (trainable, the default) in a method of a "
+        "Keras `Layer` or `Model` subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
         "is Keras 2 and is not checked)."
     )
     why = (
@@ -1213,6 +1213,14 @@ class UntrackedVariableInKerasClass(Rule):
         class Scale(keras.layers.Layer):
             def build(self, shape):
                 self.s = keras.Variable(1.0)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Standardize(keras.layers.Layer):
+            def build(self, shape):
+                self.mean = tf.Variable(tf.zeros(shape[-1:]), trainable=False)
         """,
         """
         import tf_keras as keras
@@ -1280,6 +1288,10 @@ class UntrackedVariableInKerasClass(Rule):
                                 and tt.value.id == "self"
                                 and isinstance(v, ast.Call)
                                 and a.call_name(v) in _TF_VARIABLE
+                                and not any(
+                                    k.arg == "trainable" and isinstance(k.value, ast.Constant) and k.value.value is False
+                                    for k in v.keywords
+                                )
                             ):
                                 ctx.report(
                                     node,
