@@ -225,6 +225,8 @@ def lint_text(
     else:
         rules = [r for r in rules if r.code in enabled]
     if not rules:
+        if summarise:
+            result.summary = _summary_of(tree, text)
         return result
     from tflint.analysis import Analysis
     from tflint.rules.base import RuleContext
