@@ -456,3 +456,50 @@ def test_tfl608_keras3_does_not_train_plain_tf_variables():
     assert good_losses[-1] < 0.99 * good_losses[0]
     assert codes(UNTRACKED_BAD) == [(9, "TFL608")]
     assert codes(UNTRACKED_GOOD) == []
+
+
+# -- TFL607: mixed_float16 with a custom loop that never scales the loss ------------------------
+MIXED_BAD = """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(0.1)
+    x = tf.constant(np.random.default_rng(0).normal(size=(64, 4)), tf.float32)
+    with tf.GradientTape() as tape:
+        pred = model(x)
+        loss = tf.cast(tf.reduce_mean(tf.square(pred)), tf.float32) * 1e-9
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply(grads, model.trainable_variables)
+    keras.mixed_precision.set_global_policy("float32")
+"""
+MIXED_GOOD = """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+    x = tf.constant(np.random.default_rng(0).normal(size=(64, 4)), tf.float32)
+    with tf.GradientTape() as tape:
+        pred = model(x)
+        loss = tf.cast(tf.reduce_mean(tf.square(pred)), tf.float32) * 1e-9
+        scaled = optimizer.scale_loss(loss)
+    grads = tape.gradient(scaled, model.trainable_variables)
+    optimizer.apply(grads, model.trainable_variables)
+    keras.mixed_precision.set_global_policy("float32")
+"""
+
+
+def test_tfl607_unscaled_float16_gradients_flush_to_zero():
+    bad = run(MIXED_BAD)
+    assert all(float(tf.reduce_max(tf.abs(g))) == 0.0 for g in bad["grads"])  # every gradient is 0
+    good = run(MIXED_GOOD)
+    assert all(float(tf.reduce_max(tf.abs(g))) > 0.0 for g in good["grads"])
+    assert codes(MIXED_BAD) == [(14, "TFL607")]
+    assert codes(MIXED_GOOD) == []

@@ -1158,8 +1158,8 @@ class UntrackedVariableInKerasClass(Rule):
     severity = Severity.ERROR
     summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained"
     what = (
-        "Checks for `self.<name> = tf.Variable(...)` (trainable, the default) in a method of a "
-        "Keras `Layer` or `Model` subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
+        "Checks for `self.<name> = tf.Variable(...)` (trainable, the default, and not updated "
+        "by hand with `.assign()`) in a method of a Keras `Layer` or `Model` subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
         "is Keras 2 and is not checked)."
     )
     why = (
@@ -1271,6 +1271,15 @@ class UntrackedVariableInKerasClass(Rule):
         for cls in a.nodes(ast.ClassDef):
             if not traced.is_keras_class(cls):
                 continue
+            # state the class updates by hand (`self.v.assign(...)`) is not meant for the optimizer
+            assigned = {
+                n.func.value.attr
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("assign", "assign_add", "assign_sub")
+                and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
+                and n.func.value.value.id == "self"
+            }
             for stmt in cls.body:
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
@@ -1286,6 +1295,7 @@ class UntrackedVariableInKerasClass(Rule):
                                 isinstance(tt, ast.Attribute)
                                 and isinstance(tt.value, ast.Name)
                                 and tt.value.id == "self"
+                                and tt.attr not in assigned
                                 and isinstance(v, ast.Call)
                                 and a.call_name(v) in _TF_VARIABLE
                                 and not any(
@@ -1299,3 +1309,161 @@ class UntrackedVariableInKerasClass(Rule):
                                     f"it is missing from `trainable_variables` and `fit` never updates it. "
                                     f"Use `self.add_weight(...)` or `keras.Variable(...)`",
                                 )
+
+
+_SET_POLICY = frozenset(
+    {
+        "keras.mixed_precision.set_global_policy", "keras.mixed_precision.experimental.set_policy",
+        "keras.mixed_precision.set_dtype_policy", "keras.config.set_dtype_policy",
+    }
+)
+_LOSS_SCALING_WORDS = ("LossScaleOptimizer", "scale_loss", "get_scaled_loss", "get_unscaled_gradients", "loss_scale")
+
+
+class UnscaledLossWithMixedFloat16(Rule):
+    code = "TFL607"
+    name = "mixed-float16-without-loss-scaling"
+    severity = Severity.ERROR
+    summary = "`mixed_float16` with a custom training loop that never scales the loss"
+    what = (
+        "Checks for a module that sets the `mixed_float16` policy and computes gradients with "
+        "`GradientTape.gradient` in its own loop, but never scales the loss "
+        "(`LossScaleOptimizer`, `optimizer.scale_loss`, `get_scaled_loss`). `model.fit` scales "
+        "the loss by itself and is not concerned."
+    )
+    why = (
+        "Under `mixed_float16` the forward and backward passes run in float16, whose smallest "
+        "positive value is about 6e-8: small gradients flush to exactly zero and the variables "
+        "they belong to stop learning, with no error. `fit` wraps the optimizer in a "
+        "`LossScaleOptimizer`; a custom loop has to scale the loss before `tape.gradient` and "
+        "unscale the gradients itself."
+    )
+    example = (
+        """
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.SGD(0.1)
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        """
+    )
+    use_instead = (
+        """
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)  # unscales
+        """
+    )
+    VALID = [
+        """
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(x, y)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        with tf.GradientTape() as tape:
+            scaled = optimizer.scale_loss(loss_fn(model(x)))
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("float32")
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        """,
+    ]
+    INVALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.SGD(0.1)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(x))
+        grads = tape.gradient(loss, model.trainable_variables)  # expect: TFL607
+        optimizer.apply(grads, model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow.keras import mixed_precision
+
+        mixed_precision.set_global_policy("mixed_float16")
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)  # expect: TFL607
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.config.set_dtype_policy(keras.DTypePolicy("mixed_float16"))
+
+        def step(x):
+            with tf.GradientTape() as g:
+                loss = model(x)
+            return g.gradient(loss, model.trainable_variables)  # expect: TFL607
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        src = ctx.source
+        if "mixed_float16" not in src or "gradient" not in src:
+            return
+        if any(w in src for w in _LOSS_SCALING_WORDS):
+            return
+        a = ctx.analysis
+        policy_line = None
+        for call in a.nodes(ast.Call):
+            if a.call_name(call) in _SET_POLICY and call.args and "mixed_float16" in ast.unparse(call.args[0]):
+                policy_line = call.lineno
+                break
+        if policy_line is None:
+            return
+        for call in a.nodes(ast.Call):
+            f = call.func
+            if not (isinstance(f, ast.Attribute) and f.attr == "gradient" and call.args):
+                continue
+            if not self._is_tape(ctx, f.value):
+                continue
+            ctx.report(
+                call,
+                f"`mixed_float16` (line {policy_line}) with a custom loop that never scales the loss: "
+                f"float16 gradients below ~6e-8 flush to zero and stop learning. Wrap the optimizer in "
+                f"`keras.optimizers.LossScaleOptimizer` and differentiate `optimizer.scale_loss(loss)`",
+            )
+
+    @staticmethod
+    def _is_tape(ctx: RuleContext, expr: ast.AST) -> bool:
+        from tflint.analysis.values import origins
+
+        a = ctx.analysis
+        if (a.qualname(expr) or "").startswith("tensorflow.GradientTape"):
+            return True
+        values = origins(a, expr) or []
+        return bool(values) and all(
+            isinstance(v, ast.Call) and a.call_name(v) == "tensorflow.GradientTape" for v in values
+        )
