@@ -1326,8 +1326,9 @@ class UnscaledLossWithMixedFloat16(Rule):
     severity = Severity.ERROR
     summary = "`mixed_float16` with a custom training loop that never scales the loss"
     what = (
-        "Checks for a module that sets the `mixed_float16` policy and computes gradients with "
-        "`GradientTape.gradient` in its own loop, but never scales the loss "
+        "Checks for a module that sets the `mixed_float16` policy (at module level, or in the "
+        "function around the loop) and computes gradients with `GradientTape.gradient` in its "
+        "own loop, but never scales the loss "
         "(`LossScaleOptimizer`, `optimizer.scale_loss`, `get_scaled_loss`). `model.fit` scales "
         "the loss by itself and is not concerned."
     )
@@ -1390,6 +1391,19 @@ class UnscaledLossWithMixedFloat16(Rule):
             loss = loss_fn(model(x))
         grads = tape.gradient(loss, model.trainable_variables)
         """,
+        """
+        import keras
+        import tensorflow as tf
+
+        def test_float16_inference():
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            return model(x)
+
+        def test_training():
+            with tf.GradientTape() as tape:
+                loss = loss_fn(model(x))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
     ]
     INVALID = [
         """
@@ -1436,18 +1450,23 @@ class UnscaledLossWithMixedFloat16(Rule):
         if any(w in src for w in _LOSS_SCALING_WORDS):
             return
         a = ctx.analysis
-        policy_line = None
+        # where the policy is set: module level (None) or inside these functions
+        policies: dict[ast.AST | None, int] = {}
         for call in a.nodes(ast.Call):
             if a.call_name(call) in _SET_POLICY and call.args and "mixed_float16" in ast.unparse(call.args[0]):
-                policy_line = call.lineno
-                break
-        if policy_line is None:
+                policies.setdefault(a.enclosing_function(call), call.lineno)
+        if not policies:
             return
         for call in a.nodes(ast.Call):
             f = call.func
             if not (isinstance(f, ast.Attribute) and f.attr == "gradient" and call.args):
                 continue
             if not self._is_tape(ctx, f.value):
+                continue
+            # the policy governs this loop: set at module level, or in a function around it
+            scopes = [None, *(p for p in a.ancestors(call) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+            policy_line = next((policies[s] for s in scopes if s in policies), None)
+            if policy_line is None:
                 continue
             ctx.report(
                 call,
