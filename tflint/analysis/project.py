@@ -71,9 +71,16 @@ def _chain(expr: ast.AST) -> str | None:
     return out
 
 
-def summarise(analysis, traced=None) -> Summary:
+def is_framework_module(path: str) -> bool:
+    """Whether the file is a module of TensorFlow or Keras themselves (traced code is not
+    followed into them, nor out of them: their summaries hold what resolution needs only)."""
+    return module_name(path).split(".")[0] in FRAMEWORK_PACKAGES
+
+
+def summarise(analysis, traced=None, follow: bool = True) -> Summary:
     """The summary of one module (see the module docstring). ``traced``: the module's own
-    :class:`~tflint.analysis.traced.TracedFunctions`, or ``None`` when nothing is traced."""
+    :class:`~tflint.analysis.traced.TracedFunctions`, or ``None`` when nothing is traced.
+    ``follow=False`` (a framework module): definitions and imports only, no calls."""
     a = analysis
     tree = a.tree
     imports: dict[str, list] = {}
@@ -183,7 +190,7 @@ def summarise(analysis, traced=None) -> Summary:
             f = a.enclosing_function(f)
         return (owners.get(f) if f is not None else None), f
 
-    for node in a.nodes(ast.Assign):
+    for node in a.nodes(ast.Assign) if follow else ():
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             continue
         value = node.value
@@ -196,10 +203,11 @@ def summarise(analysis, traced=None) -> Summary:
         if c and (c in classes or c.split(".")[0] in imports):
             owner_instances.setdefault(q, {})[node.targets[0].id] = c
 
-    guards = traced if traced is not None else a.traced
     calls: dict[str, list[str]] = {}
     aware: set[str] = set()  # functions that test whether they run eagerly: written for both
-    for call in a.nodes(ast.Call):
+    if follow:
+        guarded = _guard_test(a, traced if traced is not None else a.traced)
+    for call in a.nodes(ast.Call) if follow else ():
         q, fnode = owner_of(call)
         if q is None:
             continue
@@ -221,14 +229,14 @@ def summarise(analysis, traced=None) -> Summary:
                 ref = resolve_chain(c, inst)
         if ref is not None and ref != f"L:{q}":
             # a call that runs once (``if self._x is None:``) or only eagerly is not followed
-            if guards.guard_of(call, "once") is not None or guards.guard_of(call, "eager") is not None:
+            if guarded(call, fnode):
                 continue
             got = calls.setdefault(q, [])
             if ref not in got:
                 got.append(ref)
 
     traced_out: dict[str, list] = {}
-    if traced is not None and traced.reasons:
+    if follow and traced is not None and traced.reasons:
         roots = getattr(traced, "roots", {})
         for node, q in owners.items():
             if node in traced.reasons:
@@ -245,6 +253,53 @@ def summarise(analysis, traced=None) -> Summary:
         "traced": traced_out,
         "aware": sorted(aware),
     }
+
+
+_BLOCKS = ("body", "orelse", "finalbody")
+
+
+def _guard_test(a, traced):
+    """``guarded(node, func)``: whether ``node`` runs in ``func`` only once or only eagerly:
+    inside an ``if``/``while`` whose test is a create-once or eager-only test (the tests of
+    :meth:`TracedFunctions.guard_of`), or after an ``if <such test>: return`` in its block.
+    Computed for the whole module at once (the guards are few, the calls many)."""
+    guards: set[ast.AST] = set()
+    after_exit: set[ast.AST] = set()
+    once, eager = traced.is_once_guard, traced.is_eager_guard
+    for node in a.nodes(ast.If, ast.IfExp, ast.While):
+        test = node.test
+        if once(test) or eager(test):
+            guards.add(node)
+        if (
+            isinstance(node, ast.If)
+            and node.body
+            and isinstance(node.body[-1], (ast.Return, ast.Raise))
+            and (once(test, negated=True) or eager(test, negated=True))
+        ):
+            parent = a.parent(node)
+            for field in _BLOCKS:
+                block = getattr(parent, field, None)
+                if isinstance(block, list) and node in block:
+                    after_exit.update(block[block.index(node) + 1:])
+                    break
+    if not guards and not after_exit:
+        return lambda node, func: False
+    parents = a.parents
+
+    def guarded(node: ast.AST, func: ast.AST | None) -> bool:
+        child = node
+        p = parents.get(node)
+        while p is not None and p is not func:
+            if child in after_exit:
+                return True
+            if p in guards and child is not p.test:
+                return True
+            if p.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+                return False
+            child, p = p, parents.get(p)
+        return child in after_exit
+
+    return guarded
 
 
 def empty_summary() -> Summary:

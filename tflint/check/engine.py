@@ -218,7 +218,7 @@ def lint_text(
         return result
     if not enabled or not (project or may_use_tensorflow(text)):
         if summarise:
-            result.summary = _summary_of(tree, text)
+            result.summary = _summary_of(tree, text, None, path)
         return result
     if rules is None:
         rules = _rules_for(enabled)
@@ -226,7 +226,7 @@ def lint_text(
         rules = [r for r in rules if r.code in enabled]
     if not rules:
         if summarise:
-            result.summary = _summary_of(tree, text)
+            result.summary = _summary_of(tree, text, None, path)
         return result
     from tflint.analysis import Analysis
     from tflint.rules.base import RuleContext
@@ -252,7 +252,7 @@ def lint_text(
                 continue
             found.extend(f for f in ctx.findings if f.code in enabled)
         if summarise:
-            result.summary = _summary_of(tree, text, analysis)
+            result.summary = _summary_of(tree, text, analysis, path)
         return found, failures
 
     try:
@@ -279,19 +279,21 @@ def lint_text(
     return result
 
 
-def _summary_of(tree, text: str, analysis=None) -> dict:
+def _summary_of(tree, text: str, analysis=None, path: str = "") -> dict:
     """The module's project summary (an empty one for a module that does not parse)."""
-    from tflint.analysis.project import empty_summary, summarise
+    from tflint.analysis.project import empty_summary, is_framework_module, summarise
 
     if tree is None:
         return empty_summary()
+    follow = not (path and is_framework_module(path))
     try:
         if analysis is None:
             from tflint.analysis import Analysis
 
             analysis = Analysis(tree, text)
-            return summarise(analysis, analysis.traced if may_use_tensorflow(text) else None)
-        return summarise(analysis, analysis.traced)
+            traced = analysis.traced if follow and may_use_tensorflow(text) else None
+            return summarise(analysis, traced, follow)
+        return summarise(analysis, analysis.traced if follow else None, follow)
     except RecursionError:
         return empty_summary()
 
@@ -425,8 +427,10 @@ def lint_project(
     empty is checked again, given them, unless its findings are cached under that key.
     Results are in ``files`` order.
     """
-    from tflint.analysis.project import ProjectIndex, is_summary
+    from tflint.analysis.project import ProjectIndex, is_framework_module, is_summary
 
+    if all(enabled <= {PARSE_ERROR_CODE} for _, _, enabled in files):
+        return lint_many(list(files), jobs)  # no rule reads traced code: no project pass
     stats = STATS
     for k in stats:
         stats[k] = 0
@@ -438,7 +442,7 @@ def lint_project(
     for disp, raw, enabled in (*files, *((d, r, frozenset()) for d, r in context if d not in checked)):
         if disp in hashes:
             continue
-        h = hashes[disp] = content_hash(raw)
+        h = hashes[disp] = content_hash(raw) + (":f" if is_framework_module(os.path.abspath(disp)) else "")
         got = cache.get_summary(h) if cache is not None else None
         if got is not None and is_summary(got):
             summaries[disp] = got
