@@ -303,3 +303,85 @@ def test_tf_function_creation_and_call_sites():
     sites = a.traced.call_sites(func(a, "run"))
     assert len(sites) == 1 and isinstance(sites[0].args[0], ast.Constant)
     assert len(sites[0].args) == 2  # the placeholder for `self` lines arguments up with parameters
+
+
+# -- project-wide facts ------------------------------------------------------------------------
+
+def test_project_facts_seed_traced_functions_and_name_the_entry():
+    src = textwrap.dedent(
+        """
+        import time
+
+        def helper(x):
+            return _inner(x)
+
+        def _inner(x):
+            return time.time()
+
+        class Log:
+            def write(self, x):
+                return x
+
+        def untouched():
+            pass
+        """
+    )
+    facts = {"helper": ["train_step", "train.py", 41], "Log.write": ["train_step", "train.py", 41]}
+    a = Analysis(ast.parse(src), src, project=facts)
+    names = {getattr(f, "name", "?") for f in a.traced.reasons}
+    assert names == {"helper", "_inner", "write"}
+    inner = func(a, "_inner")
+    assert a.traced.entry_note(inner) == "`helper` is traced through `train_step` in train.py:41"
+    # traced only through the project: not a step of this module
+    assert not a.traced.is_module_traced(inner) and a.traced.is_traced_function(inner)
+    assert Analysis(ast.parse(src), src).traced.reasons == {}
+
+
+def test_project_facts_do_not_override_local_reasons():
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return helper(x)
+
+        def helper(x):
+            return x
+        """
+    )
+    a = Analysis(ast.parse(src), src, project={"step": ["other", "o.py", 1], "helper": ["other", "o.py", 1]})
+    assert a.traced.entry_note(func(a, "step")) is None
+    assert a.traced.entry_note(func(a, "helper")) is None
+    assert a.traced.is_module_traced(func(a, "helper"))
+
+
+def test_summary_records_calls_and_skips_guarded_ones():
+    from tflint.analysis.project import summarise
+
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        from pkg import util
+        from pkg.models import Net
+
+        class Step:
+            @tf.function
+            def run(self, x):
+                if self.cache is None:
+                    util.build_once()
+                if tf.executing_eagerly():
+                    util.eager_only()
+                Net().call(x)
+                return self.helper(util.f(x))
+
+            def helper(self, x):
+                return x
+        """
+    )
+    a = Analysis(ast.parse(src), src)
+    s = summarise(a, a.traced)
+    # (`Net()` is kept as written: the index does not follow constructors)
+    assert sorted(s["calls"]["Step.run"]) == ["L:Step.helper", "X:Net", "X:Net().call", "X:util.f"]
+    assert s["traced"] == {"Step.run": ["Step.run", 8], "Step.helper": ["Step.run", 8]}
+    assert "Step.run" in s["aware"]

@@ -89,7 +89,7 @@ def test_terminal_ipython(tmp_path):
     # under %%tflint_profile: the report is the cell's result, with the retrace and its argument
     assert profiled["success"]
     assert "tflint profile: 1 runtime finding (6 steps" in profiled["stdout"]
-    assert "retrace [warning] tf.function `scale` retraced" in profiled["stdout"]
+    assert "retrace [warning] tf.function `scale` was traced 6 times" in profiled["stdout"]
     assert "n: Python int" in profiled["stdout"] and "(cell line 3)" in profiled["stdout"]
     assert "Report(" in profiled["result"]  # the report object itself is returned
     assert "line 3: TFL201" in profiled["stdout"]  # the static check saw the magic's body
@@ -182,7 +182,7 @@ def test_jupyter_kernel(kernel):
     assert prof["reply"]["status"] == "ok", prof
     [report] = prof["result"]
     assert "tflint-report" in report["text/html"]
-    assert "retraced" in report["text/html"] and "n: Python int" in report["text/html"]
+    assert "was traced" in report["text/html"] and "n: Python int" in report["text/html"]
     assert "tflint profile: 1 runtime finding" in report["text/plain"]
     # ... and inspectable
     check = _execute(kernel, "r = _\n(type(r).__name__, [s.kind for s in r.signals], r.signals[0].details['cause_counts'])")
@@ -191,7 +191,7 @@ def test_jupyter_kernel(kernel):
     # %tflint_watch on: every cell gets its report; off: none
     _execute(kernel, "%tflint_watch on")
     watched = _execute(kernel, "for i in range(20, 23):\n    scale(tf.constant(2.0), i)")
-    assert any("tflint-report" in d.get("text/html", "") and "retraced" in d["text/html"] for d in watched["display"])
+    assert any("tflint-report" in d.get("text/html", "") and "was traced" in d["text/html"] for d in watched["display"])
     assert _execute(kernel, "_tflint_report.signals[0].kind")["result"][0]["text/plain"] == "'retrace'"
     _execute(kernel, "%tflint_watch off")
     quiet = _execute(kernel, "for i in range(30, 33):\n    scale(tf.constant(2.0), tf.constant(i))")

@@ -60,7 +60,8 @@ def run(cwd: Path, *args: str, cpus: set[int] | None = None) -> tuple[int, list[
 
 
 def _key(f: dict) -> tuple:
-    return (f["filename"], f["location"]["row"], f["location"]["column"], f["code"])
+    # notebook findings are ordered by cell, then by their line within the cell
+    return (f["filename"], f.get("cell") or 0, f["location"]["row"], f["location"]["column"], f["code"])
 
 
 def assert_same(a: list[dict], b: list[dict]) -> None:

@@ -79,10 +79,13 @@ import tensorflow as tf
 def train_step(x):
     return tf.reduce_sum(x * x)
 
+# a loop whose length the code does not state (a bounded `range(n)` of per-epoch values is
+# not a finding): 300 steps here
+data = tf.data.Dataset.from_tensors(tf.ones([64])).repeat(300)
 history = []
 refs = []
-for step in range(300):
-    loss = train_step(tf.ones([64]))
+for x in data:
+    loss = train_step(x)
     refs.append(weakref.ref(loss))
     history.append({keep})
 del loss

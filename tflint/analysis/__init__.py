@@ -12,6 +12,7 @@ attribute so a rule set that does not need dataset chains never pays for them:
 - ``strategies`` — tf.distribute strategies and their scopes (:mod:`tflint.analysis.strategies`)
 - ``target``   — the TensorFlow/Keras version the code targets (:mod:`tflint.analysis.version`;
   the newest supported one unless the engine is given another)
+- ``project``  — traced code reached from other modules (:mod:`tflint.analysis.project`)
 """
 
 from __future__ import annotations
@@ -29,12 +30,17 @@ _MISSING = object()
 
 
 class Analysis:
-    def __init__(self, tree: ast.Module, source: str = "", target: Any = None) -> None:
+    def __init__(
+        self, tree: ast.Module, source: str = "", target: Any = None, project: dict | None = None
+    ) -> None:
         self.tree = tree
         self.source = source
         if target is None:
             from tflint.analysis.version import DEFAULT as target
         self.target = target
+        # Functions of this module that traced code elsewhere in the project reaches:
+        # qualname -> [entry qualname, entry path, entry line] (:mod:`tflint.analysis.project`).
+        self.project = project or {}
 
     @cached_property
     def imports(self) -> ImportMap:

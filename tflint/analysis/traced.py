@@ -7,7 +7,10 @@ A function is traced when it is
 - a Keras graph-compiled method: ``train_step``, ``test_step``, ``predict_step`` and ``call`` of a
   ``keras.layers.Layer`` / ``keras.Model`` subclass (directly or through classes of the module);
 - passed to ``Dataset.map/filter/flat_map/interleave`` (tf.data traces it);
-- called from traced code in the same module (transitively): ``helper(x)``, ``self.helper(x)``.
+- called from traced code in the same module (transitively): ``helper(x)``, ``self.helper(x)``;
+- reached from traced code of another module of the project (``Analysis(project=...)``, facts
+  from :class:`tflint.analysis.project.ProjectIndex`): such a function names the entry point
+  that reaches it (:meth:`TracedFunctions.entry_note`).
 
 Functions handed to ``tf.py_function`` / ``tf.numpy_function`` run eagerly even when created
 inside traced code; they and their bodies are not traced. So do functions decorated with a
@@ -72,11 +75,19 @@ class TracedFunctions:
         self.entry_points: dict[ast.AST, str] = {}
         # function -> the ``@tf.function`` decorators / ``tf.function(f)`` calls that wrap it
         self.creations: dict[ast.AST, list[ast.AST]] = {}
+        # traced function -> the traced entry point (of this module) whose trace reaches it
+        self.roots: dict[ast.AST, ast.AST] = {}
+        # function reached from another module's (or an unresolved local) trace -> its note
+        self.external: dict[ast.AST, str] = {}
         self._compute()
 
     # -- queries ---------------------------------------------------------------------------
     def is_traced_function(self, func: ast.AST) -> bool:
         return func in self.reasons
+
+    def is_module_traced(self, func: ast.AST) -> bool:
+        """Traced as far as the module alone shows (not only through project-wide facts)."""
+        return func in self.reasons and self.roots.get(func, func) not in self.external
 
     def reason(self, func: ast.AST) -> str | None:
         return self.reasons.get(func)
@@ -148,6 +159,13 @@ class TracedFunctions:
 
     def is_traced(self, node: ast.AST) -> bool:
         return self.traced_function_of(node) is not None
+
+    def entry_note(self, func: ast.AST | None) -> str | None:
+        """For a function traced through project-wide facts: "`helper` is traced through
+        `train_step` in train.py:41"; ``None`` for functions the module alone shows traced."""
+        if func is None:
+            return None
+        return self.external.get(self.roots.get(func, func))
 
     def is_keras_class(self, cls: ast.ClassDef | None) -> bool:
         return cls is not None and cls in self.keras_classes
@@ -235,8 +253,12 @@ class TracedFunctions:
             self.reasons.pop(f, None)
 
         # Functions that traced code calls, transitively; and functions that traced code hands
-        # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...).
-        work = list(self.reasons)
+        # to graph-building APIs (tf.cond, tf.while_loop, tf.map_fn, strategy.run, ...). Then the
+        # same from the functions other modules' traced code reaches (project-wide facts).
+        self._follow_calls(list(self.reasons))
+        self._follow_calls(self._seed_project_facts())
+
+    def _follow_calls(self, work: list) -> None:
         while work:
             func = work.pop()
             name = getattr(func, "name", "<lambda>")
@@ -253,6 +275,7 @@ class TracedFunctions:
                 for callee in callees:
                     if callee not in self.reasons and callee not in self.eager and callee is not func:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
+                        self.roots[callee] = self.roots.get(func, func)
                         work.append(callee)
 
     @property
@@ -392,6 +415,32 @@ class TracedFunctions:
                     d in decorators for d in self.a.lookup_function(target.id, node)
                 ):
                     self.eager.add(node)
+
+    def _seed_project_facts(self) -> list:
+        """Functions the project's traced code reaches (qualname -> [entry, path, line]) that the
+        module alone does not show traced; returns them."""
+        facts = getattr(self.a, "project", None)
+        if not facts:
+            return []
+        tops: dict[str, ast.AST] = {}
+        for stmt in self.a.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                tops.setdefault(stmt.name, stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                for sub in stmt.body:
+                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        tops.setdefault(f"{stmt.name}.{sub.name}", sub)
+        seeded: list = []
+        for qual, (entry, path, line) in sorted(facts.items()):
+            node = tops.get(qual)
+            if node is None or node in self.reasons or node in self.eager:
+                continue
+            name = qual.rsplit(".", 1)[-1]
+            note = f"`{name}` is traced through `{entry}` in {path}:{line}"
+            self.reasons[node] = note
+            self.external[node] = note
+            seeded.append(node)
+        return seeded
 
     def _walk_traced_body(self, func: ast.AST):
         """Nodes of ``func`` (nested functions included) except eager (py_function) bodies."""

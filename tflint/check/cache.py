@@ -1,7 +1,9 @@
 """A content-addressed cache of each file's findings.
 
 An entry is keyed by a hash of the file's path and bytes, of the rule codes enabled for it and
-of the TensorFlow version it targets;
+of the TensorFlow version it targets, and
+of the facts the project gives it (:func:`project_key`); each module's project summary is kept
+too (``summaries``), keyed by a hash of its bytes alone;
 the cache file itself is specific to the tflint version and to the exact code that produces
 findings (a hash of the engine's, rules' and analysis's sources), so upgrading or editing
 tflint starts afresh (and the caches of other builds are deleted). The cache
@@ -71,6 +73,20 @@ def file_key(path: str, raw: bytes, enabled: frozenset[str], target: object = No
     return h.hexdigest()
 
 
+def project_key(key: str, facts: dict) -> str:
+    """``key`` (a :func:`file_key`) extended by the facts the project gives the file (the
+    functions that traced code of other modules reaches, and their entry points)."""
+    if not facts:
+        return key
+    from tflint.analysis.project import facts_digest
+
+    h = hashlib.blake2b(digest_size=20)
+    h.update(key.encode())
+    h.update(b"\0")
+    h.update(facts_digest(facts).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
 def _encode(f: Finding) -> list:
     fix = None
     if f.fix is not None:
@@ -134,6 +150,8 @@ class Cache:
         self.file = os.path.join(directory, __version__, code_fingerprint() + ".json")
         self._entries: dict[str, list] = {}
         self._used: set[str] = set()
+        self._summaries: dict[str, dict] = {}
+        self._used_summaries: set[str] = set()
         self._dirty = False
         self._load()
 
@@ -150,6 +168,8 @@ class Cache:
             and isinstance(doc.get("entries"), dict)
         ):
             self._entries = doc["entries"]
+            if isinstance(doc.get("summaries"), dict):
+                self._summaries = doc["summaries"]
 
     def get(self, key: str, path: str) -> list[Finding] | None:
         item = self._entries.get(key)
@@ -163,6 +183,19 @@ class Cache:
             return None
         self._used.add(key)
         return findings
+
+    def get_summary(self, content: str) -> dict | None:
+        """The project summary of a module whose content hashes to ``content``."""
+        item = self._summaries.get(content)
+        if not isinstance(item, dict):
+            return None
+        self._used_summaries.add(content)
+        return item
+
+    def put_summary(self, content: str, summary: dict) -> None:
+        self._summaries[content] = summary
+        self._used_summaries.add(content)
+        self._dirty = True
 
     def put(self, key: str, findings: list[Finding]) -> None:
         self._entries[key] = [_encode(f) for f in findings]
@@ -191,7 +224,10 @@ class Cache:
         entries = self._entries
         if len(entries) > MAX_ENTRIES:
             entries = {k: v for k, v in entries.items() if k in self._used}
-        doc = {"format": FORMAT, "version": __version__, "entries": entries}
+        summaries = self._summaries
+        if len(summaries) > MAX_ENTRIES:
+            summaries = {k: v for k, v in summaries.items() if k in self._used_summaries}
+        doc = {"format": FORMAT, "version": __version__, "entries": entries, "summaries": summaries}
         try:
             created = not os.path.isdir(self.directory)
             os.makedirs(os.path.dirname(self.file), exist_ok=True)

@@ -48,6 +48,7 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # internal errors (rule crashes)
     cacheable: bool = True
+    summary: dict | None = None  # the module's project summary, when asked for
 
 
 def parse_error(path: str, reason: str, line: int = 1, col: int = 0, cell: int | None = None) -> Finding:
@@ -215,6 +216,8 @@ def lint_text(
     enabled: frozenset[str],
     notebook: NotebookMap | None = None,
     rules: list | None = None,
+    project: dict | None = None,
+    summarise: bool = False,
     target=None,
 ) -> FileResult:
     """Check Python ``text`` (for notebooks: the concatenated code cells).
@@ -222,6 +225,9 @@ def lint_text(
     ``rules``: the rule instances to run (default: the registered rules in ``enabled``).
     ``target``: the :class:`tflint.analysis.version.TargetVersion` the code targets (default:
     the newest supported); rules that do not apply to it are not run.
+    ``project``: the functions of this module that traced code of other modules reaches
+    (:meth:`tflint.analysis.project.ProjectIndex.facts_for`). ``summarise``: also return the
+    module's project summary (computed from the module alone) in ``result.summary``.
     """
     result = FileResult(path)
     cell_errors: list[Finding] = []
@@ -242,6 +248,8 @@ def lint_text(
                 except ParseError as again:
                     exc = again
         if tree is None:
+            if summarise:
+                result.summary = _summary_of(None, text)
             if PARSE_ERROR_CODE in enabled:
                 cell = None
                 line, col = exc.line, exc.col
@@ -250,7 +258,9 @@ def lint_text(
                 result.findings.append(parse_error(path, exc.reason, line, col, cell))
             return result
         result.findings.extend(cell_errors)
-    if not enabled or not may_use_tensorflow(text):
+    if not enabled or not (project or may_use_tensorflow(text)):
+        if summarise:
+            result.summary = _summary_of(tree, text, None, path)
         return result
     if target is None:
         from tflint.analysis.version import DEFAULT as target
@@ -259,6 +269,8 @@ def lint_text(
     else:
         rules = [r for r in rules if r.code in enabled and r.applies_to(target.tensorflow)]
     if not rules:
+        if summarise:
+            result.summary = _summary_of(tree, text, None, path)
         return result
     from tflint.analysis import Analysis
     from tflint.rules.base import RuleContext
@@ -268,7 +280,7 @@ def lint_text(
         found: list[Finding] = []
         failures: list[str] = []
         try:
-            analysis = Analysis(tree, text, target)
+            analysis = Analysis(tree, text, target, project)
         except RecursionError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run
@@ -283,6 +295,8 @@ def lint_text(
                 failures.append(f"rule {rule.code} ({rule.name}) failed on {path}: {_describe_exception(exc)}")
                 continue
             found.extend(f for f in ctx.findings if f.code in enabled)
+        if summarise:
+            result.summary = _summary_of(tree, text, analysis, path)
         return found, failures
 
     try:
@@ -309,21 +323,48 @@ def lint_text(
     return result
 
 
+def _summary_of(tree, text: str, analysis=None, path: str = "") -> dict:
+    """The module's project summary (an empty one for a module that does not parse)."""
+    from tflint.analysis.project import empty_summary, is_framework_module, summarise
+
+    if tree is None:
+        return empty_summary()
+    follow = not (path and is_framework_module(path))
+    try:
+        if analysis is None:
+            from tflint.analysis import Analysis
+
+            analysis = Analysis(tree, text)
+            traced = analysis.traced if follow and may_use_tensorflow(text) else None
+            return summarise(analysis, traced, follow)
+        return summarise(analysis, analysis.traced if follow else None, follow)
+    except RecursionError:
+        return empty_summary()
+
+
 def lint_bytes(
-    path: str, raw: bytes, enabled: frozenset[str], rules: list | None = None, target=None
+    path: str,
+    raw: bytes,
+    enabled: frozenset[str],
+    rules: list | None = None,
+    project: dict | None = None,
+    summarise: bool = False,
+    target=None,
 ) -> FileResult:
-    """Check a file's content ``raw`` as read from ``path`` (``target``: see :func:`lint_text`)."""
+    """Check a file's content ``raw`` as read from ``path`` (the options: see :func:`lint_text`)."""
     try:
         src = decode(path, raw)
     except SourceError as exc:
         result = FileResult(path)
+        if summarise:
+            result.summary = _summary_of(None, "")
         if PARSE_ERROR_CODE in enabled:
             result.findings.append(parse_error(path, exc.reason, exc.line, exc.col, exc.cell))
         return result
-    return lint_text(path, src.text, enabled, src.notebook, rules, target)
+    return lint_text(path, src.text, enabled, src.notebook, rules, project, summarise, target)
 
 
-# One unit of work: (display path, content, enabled codes[, TargetVersion]).
+# One unit of work: (display path, content, enabled codes[, project facts, summarise, TargetVersion]).
 Task = tuple
 
 
@@ -337,13 +378,12 @@ def _lint_chunk(chunk: list[Task]) -> list[FileResult]:
     import gc
 
     results = []
-    for task in chunk:
-        path, raw, enabled = task[:3]
-        target = task[3] if len(task) > 3 else None
+    for path, raw, enabled, *more in chunk:
+        project, summarise, target = (more + [None, False, None])[:3]
         paused = gc.isenabled()
         gc.disable()
         try:
-            results.append(lint_bytes(path, raw, enabled, target=target))
+            results.append(lint_bytes(path, raw, enabled, None, project, summarise, target))
         finally:
             if paused:
                 gc.enable()
@@ -410,3 +450,95 @@ def lint_many(tasks: list[Task], jobs: int | None = None) -> list[FileResult]:
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=Finding.sort_key)
+
+
+# Counters of the last :func:`lint_project` run (``TFLINT_STATS=1`` prints them).
+STATS: dict[str, int] = {"files": 0, "summarised": 0, "analysed": 0, "cached": 0}
+
+
+def lint_project(
+    files: list[tuple],
+    cache=None,
+    context: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
+    jobs: int | None = None,
+) -> list[FileResult]:
+    """Check ``files`` (display path, content, enabled codes[, target version]) as one project.
+
+    Two passes. The summary pass reads every module whose summary is not cached (``files``
+    and the ``context`` files, which are summarised only and never reported) and, for the
+    checked files, lints each with its own facts on the way; then the summaries are joined
+    into a :class:`~tflint.analysis.project.ProjectIndex`. A file's findings are keyed by its
+    content, its enabled codes and the facts the project gives it; a file whose facts are not
+    empty is checked again, given them, unless its findings are cached under that key.
+    Results are in ``files`` order.
+    """
+    from tflint.analysis.project import ProjectIndex, is_framework_module, is_summary
+
+    files = [(*f, None) if len(f) == 3 else tuple(f) for f in files]  # the target is optional
+    if all(enabled <= {PARSE_ERROR_CODE} for _, _, enabled, _ in files):
+        # no rule reads traced code: no project pass
+        return lint_many([(d, r, e, None, False, t) for d, r, e, t in files], jobs)
+    stats = STATS
+    for k in stats:
+        stats[k] = 0
+    stats["files"] = len(files)
+    summaries: dict[str, dict] = {}
+    hashes: dict[str, str] = {}
+    first: list[Task] = []
+    checked = {disp for disp, _, _, _ in files}
+    for disp, raw, enabled, target in (*files, *((d, r, frozenset(), None) for d, r in context if d not in checked)):
+        if disp in hashes:
+            continue
+        h = hashes[disp] = content_hash(raw) + (":f" if is_framework_module(os.path.abspath(disp)) else "")
+        got = cache.get_summary(h) if cache is not None else None
+        if got is not None and is_summary(got):
+            summaries[disp] = got
+        else:
+            first.append((disp, raw, enabled, None, True, target))
+    local: dict[str, FileResult] = {}
+    for res in lint_many(first, jobs):
+        stats["summarised"] += 1
+        if res.summary is not None:
+            summaries[res.path] = res.summary
+            if cache is not None:
+                cache.put_summary(hashes[res.path], res.summary)
+        if res.path in checked:
+            local[res.path] = res
+            stats["analysed"] += 1
+    index = ProjectIndex([(os.path.abspath(d), d, s) for d, s in summaries.items()])
+
+    out: dict[str, FileResult] = {}
+    second: list[Task] = []
+    keys: dict[str, str] = {}
+    hits: set[str] = set()
+    for disp, raw, enabled, target in files:
+        facts = index.facts_for(os.path.abspath(disp))
+        if cache is not None:
+            from tflint.check.cache import file_key, project_key
+
+            key = keys[disp] = project_key(file_key(disp, raw, enabled, target), facts)
+            hit = cache.get(key, disp)
+            if hit is not None:
+                out[disp] = FileResult(disp, hit)
+                hits.add(disp)
+                stats["cached"] += 1
+                continue
+        res = local.get(disp)
+        if res is not None and not facts:
+            out[disp] = res
+        else:
+            second.append((disp, raw, enabled, facts, False, target))
+    for res in lint_many(second, jobs):
+        stats["analysed"] += 1
+        out[res.path] = res
+    if cache is not None:
+        for disp, res in out.items():
+            if res.cacheable and disp in keys and disp not in hits:
+                cache.put(keys[disp], res.findings)
+    return [out[disp] for disp, _, _, _ in files]
+
+
+def content_hash(raw: bytes) -> str:
+    import hashlib
+
+    return hashlib.blake2b(raw, digest_size=20).hexdigest()

@@ -348,7 +348,7 @@ def _fix_notebook(
     if not fixed or cell_texts == original_cells:
         from tflint.check.engine import lint_bytes
 
-        outcome.findings = lint_bytes(outcome.path, raw, enabled, rules, target).findings
+        outcome.findings = lint_bytes(outcome.path, raw, enabled, rules, target=target).findings
         return outcome
     problem = parses(text)
     if problem:
@@ -359,7 +359,7 @@ def _fix_notebook(
     new_raw = _dump_notebook(doc, indent)
     outcome.new_raw = new_raw
     outcome.fixed = fixed
-    outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules, target).findings
+    outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules, target=target).findings
     outcome.old_text = raw.decode("utf-8-sig", "replace")
     outcome.new_text = new_raw.decode("utf-8")
     return outcome

@@ -241,7 +241,6 @@ def run_check(opts: CheckOptions) -> int:
     results: dict[str, FileResult] = {}
     raws: dict[str, bytes] = {}
     tasks = []
-    keys: dict[str, str] = {}
     targets: dict[str, object] = {}
     try:
         for abspath in files:
@@ -258,22 +257,12 @@ def run_check(opts: CheckOptions) -> int:
                 results[disp] = res
                 continue
             raws[disp] = raw
-            if cache is not None:
-                from tflint.check.cache import file_key
-
-                key = keys[disp] = file_key(disp, raw, enabled, target)
-                hit = cache.get(key, disp)
-                if hit is not None:
-                    results[disp] = FileResult(disp, hit)
-                    continue
             tasks.append((disp, raw, enabled, target))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
-    for res in lint_many(tasks):
+    for res in _lint_as_project(tasks, _project_context(opts.paths, files, cwd), cache):
         results[res.path] = res
-        if cache is not None and res.cacheable:
-            cache.put(keys[res.path], res.findings)
     if cache is not None:
         cache.save()
 
@@ -339,6 +328,58 @@ def run_check(opts: CheckOptions) -> int:
     if findings and not opts.exit_zero:
         return 1
     return 0
+
+
+# The most sibling modules read (summarised, never reported) around a file checked on its own.
+PROJECT_CONTEXT_MAX = 200
+
+
+def _project_context(paths: list[str], files: list[str], cwd: str) -> list[tuple[str, bytes]]:
+    """For each file named on its own (or by ``--stdin-filename``), the other modules of its
+    package directory (``.py`` files beside it, at most ``PROJECT_CONTEXT_MAX``): the project
+    that traced code can be followed through. Directories given to check are their own
+    project."""
+    import os
+
+    named = [os.path.abspath(os.path.join(cwd, os.path.expanduser(p))) for p in paths]
+    named = [p for p in named if not os.path.isdir(p)]
+    if not named:
+        return []
+    known = {os.path.abspath(f) for f in files}
+    out: list[tuple[str, bytes]] = []
+    seen_dirs: set[str] = set()
+    for p in named:
+        d = os.path.dirname(p)
+        if d in seen_dirs:
+            continue
+        seen_dirs.add(d)
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(".py"))
+        except OSError:
+            continue
+        for n in names[:PROJECT_CONTEXT_MAX]:
+            full = os.path.join(d, n)
+            if full in known or full == p:
+                continue
+            try:
+                raw = _read_regular_file(full)
+            except OSError:
+                continue
+            out.append((_display_path(full, cwd), raw))
+    return out
+
+
+def _lint_as_project(tasks, context, cache):
+    """Findings of ``tasks`` checked as one project (``TFLINT_STATS=1``: counts on stderr)."""
+    import os
+    import sys
+
+    from tflint.check.engine import STATS, lint_project
+
+    results = lint_project(tasks, cache=cache, context=context)
+    if os.environ.get("TFLINT_STATS"):
+        sys.stderr.write("tflint-stats: " + " ".join(f"{k}={v}" for k, v in STATS.items()) + "\n")
+    return results
 
 
 def _safe_write(out, text: str, json_text: bool = False) -> None:
@@ -563,7 +604,10 @@ def _check_stdin(opts: CheckOptions, fmt: str, cwd: str, settings_for_dir) -> in
     settings = settings_for_dir(os.path.dirname(abspath))
     enabled = settings.enabled_for(abspath)
     target = settings.target_for(abspath)
-    res = lint_bytes(disp, raw, enabled, target=target)
+    if opts.stdin_filename:
+        (res,) = _lint_as_project([(disp, raw, enabled, target)], _project_context([abspath], [abspath], cwd), None)
+    else:
+        res = lint_bytes(disp, raw, enabled, target=target)
     findings = res.findings
     errors = list(res.errors)
     raws = {disp: raw}

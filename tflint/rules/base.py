@@ -55,6 +55,8 @@ class RuleContext:
         rule = self._rule
         assert rule is not None, "report() called outside a rule's check()"
         end = end_node or node
+        if rule.traced_context and self.analysis.project:
+            message = self._with_entry(node, message)
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0)
         end_line = getattr(end, "end_lineno", None) or line
@@ -75,6 +77,12 @@ class RuleContext:
                 url=rule.url(),
             )
         )
+
+    def _with_entry(self, node: ast.AST, message: str) -> str:
+        """``message`` naming the entry point of another module whose trace reaches ``node``."""
+        traced = self.analysis.traced
+        note = traced.entry_note(traced.traced_function_of(node))
+        return f"{message} ({note})" if note else message
 
     # Helpers for building fixes from exact ast positions.
     @staticmethod
@@ -103,6 +111,9 @@ class Rule:
     # The TensorFlow versions the rule's claim holds for: (first, last) as (major, minor),
     # ``None`` for no upper bound. Outside that range the rule does not run.
     tensorflow_versions: ClassVar[tuple[tuple[int, int], tuple[int, int] | None]] = ((2, 0), None)
+
+    # Findings in traced code: name the entry point when another module's trace reaches it.
+    traced_context: ClassVar[bool] = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 

@@ -602,7 +602,9 @@ class LogOfSoftmax(Rule):
     summary = "`log(softmax(x))` / `log(sigmoid(x))` by hand underflows to `-inf`"
     what = (
         "Checks for the logarithm of a softmax or sigmoid written as two ops: "
-        "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`."
+        "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`; "
+        "and `log(p)` of probabilities made elsewhere, followed through variables, containers, "
+        "function returns and the output of a model whose last layer applies softmax/sigmoid."
     )
     why = (
         "softmax and sigmoid round small probabilities to exactly 0 in float32 (and much earlier "
@@ -650,6 +652,20 @@ class LogOfSoftmax(Rule):
 
         lp = tf.math.log(tf.nn.relu(tf.constant([1.0])) + 1.0)
         """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        critic = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+        values = critic(tf.zeros((1, 8)))
+        log_values = tf.math.log(values[0, 1])
+        """,
+        """
+        import tensorflow as tf
+
+        def nll(probs):
+            return -tf.math.log(probs)
+        """,
     ]
     INVALID = [
         """
@@ -670,6 +686,38 @@ class LogOfSoftmax(Rule):
         def loss(logits):
             return -ops.log(ops.softmax(logits))  # expect: TFL603
         """,
+        """
+        import tensorflow as tf
+
+        def policy(logits):
+            probs = tf.nn.softmax(logits)
+            return probs
+
+        action_probs = policy(tf.constant([[1.0, 2.0]]))
+        log_prob = tf.math.log(action_probs[0, 1])  # expect: TFL603
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        actor = keras.Sequential([
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(4, activation="softmax"),
+        ])
+        action_probs = actor(tf.zeros((1, 8)))
+        chosen = [action_probs]
+        loss = -tf.math.log(chosen[0][0, 2])  # expect: TFL603
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        inputs = keras.Input((8,))
+        outputs = keras.layers.Dense(3, activation="softmax")(inputs)
+        model = keras.Model(inputs, outputs)
+        p = model(tf.zeros((1, 8)))
+        nll = -tf.math.log(p)  # expect: TFL603
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -677,9 +725,12 @@ class LogOfSoftmax(Rule):
             return  # cheap text test: nothing to look at
         a = ctx.analysis
         for node in ctx.analysis.nodes(ast.Call):
-            if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Call)):
+            if not (isinstance(node, ast.Call) and len(node.args) == 1):
                 continue
             if a.call_name(node) not in _LOGS:
+                continue
+            if not isinstance(node.args[0], ast.Call):
+                self._followed(ctx, node)
                 continue
             inner = node.args[0]
             iq = a.call_name(inner)
@@ -696,6 +747,31 @@ class LogOfSoftmax(Rule):
                 f"the loss and gradients NaN. Use `{target}(x)`",
                 fix=fix,
             )
+
+    def _followed(self, ctx: RuleContext, node: ast.Call) -> None:
+        """``log(p)`` where ``p`` holds probabilities made elsewhere: through a variable, a
+        container, a function's return value, or the output of a model whose last layer
+        applies softmax/sigmoid."""
+        from tflint.analysis.values import producers
+
+        arg = node.args[0]
+        if not isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)):
+            return
+        found = producers(ctx.analysis, arg)
+        if not found:
+            return
+        kinds = {_probability_kind(ctx, p) for p in found}
+        if len(kinds) != 1 or None in kinds:
+            return
+        (kind,) = kinds
+        where = min(found, key=lambda p: p.lineno)
+        target = "tf.nn.log_softmax" if kind == "softmax" else "tf.math.log_sigmoid"
+        ctx.report(
+            node,
+            f"`{ctx.segment(node) or 'log(p)'}` takes the log of {kind} probabilities (line "
+            f"{where.lineno}): it underflows to `-inf` when one rounds to 0, making the loss and "
+            f"gradients NaN. Keep the logits and use `{target}(logits)`",
+        )
 
     def _fix(self, ctx: RuleContext, outer: ast.Call, inner: ast.Call, kind: str, family: str) -> tuple[Fix | None, str]:
         tf_target = "tf.nn.log_softmax" if kind == "softmax" else "tf.math.log_sigmoid"
@@ -757,6 +833,67 @@ class LogOfSoftmax(Rule):
         parts.extend(lines[l1:l2 - 1])
         parts.append(_cut(lines[l2 - 1], 0, c2))
         return "".join(parts)
+
+
+def _activation_kind(ctx: RuleContext, act: ast.AST | None) -> str | None:
+    if act is None:
+        return None
+    if isinstance(act, ast.Constant) and act.value in ("softmax", "sigmoid"):
+        return act.value
+    q = ctx.analysis.qualname(act)
+    if q in _SOFTMAX:
+        return "softmax"
+    if q in _SIGMOID:
+        return "sigmoid"
+    return None
+
+
+def _layer_kind(ctx: RuleContext, layer: ast.AST) -> str | None:
+    """The probability activation a Keras layer (a constructor call) ends with."""
+    if not isinstance(layer, ast.Call):
+        return None
+    q = ctx.analysis.call_name(layer) or ""
+    last = q.rsplit(".", 1)[-1]
+    if not q.startswith("keras."):
+        return None
+    if last == "Softmax":
+        return "softmax"
+    if last == "Activation":
+        return _activation_kind(ctx, layer.args[0] if layer.args else None)
+    if last in ("Dense", "EinsumDense", "Conv1D", "Conv2D"):
+        act = layer.args[1] if len(layer.args) > 1 and last == "Dense" else next(
+            (k.value for k in layer.keywords if k.arg == "activation"), None
+        )
+        return _activation_kind(ctx, act)
+    return None
+
+
+def _probability_kind(ctx: RuleContext, p: ast.AST) -> str | None:
+    """"softmax"/"sigmoid" when ``p`` (a producer) makes probabilities, else None."""
+    if not isinstance(p, ast.Call):
+        return None
+    q = ctx.analysis.call_name(p)
+    if q in _SOFTMAX:
+        return "softmax"
+    if q in _SIGMOID:
+        return "sigmoid"
+    if q is not None and q.startswith("keras.") and q.rsplit(".", 1)[-1] == "Sequential":
+        layers = p.args[0] if p.args else next((k.value for k in p.keywords if k.arg == "layers"), None)
+        if isinstance(layers, (ast.List, ast.Tuple)) and layers.elts:
+            return _layer_kind(ctx, layers.elts[-1])
+        return None
+    if isinstance(p.func, ast.Call):  # a layer applied: Dense(n, activation="softmax")(x)
+        return _layer_kind(ctx, p.func)
+    if q is not None and q.startswith("keras.") and q.rsplit(".", 1)[-1] == "Model":
+        outputs = p.args[1] if len(p.args) > 1 else next((k.value for k in p.keywords if k.arg == "outputs"), None)
+        if outputs is None:
+            return None
+        from tflint.analysis.values import producers
+
+        found = producers(ctx.analysis, outputs)
+        kinds = {_probability_kind(ctx, x) for x in found or ()}
+        return kinds.pop() if len(kinds) == 1 else None
+    return None
 
 
 def _imports_tensorflow(tree: ast.Module) -> bool:
@@ -947,3 +1084,458 @@ class HardCodedTrainingInCall(Rule):
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         out[t.attr] = kind
         return out
+
+
+_SOFTMAX_NAMES = frozenset({"keras.activations.softmax", "tensorflow.nn.softmax", "keras.ops.softmax", "tensorflow.math.softmax"})
+
+
+class SoftmaxOnOneUnit(Rule):
+    code = "TFL605"
+    name = "softmax-on-one-unit"
+    severity = Severity.ERROR
+    summary = "`Dense(1, activation=\"softmax\")` outputs 1.0 for every input"
+    what = (
+        "Checks for a Keras `Dense` layer with one unit and a softmax activation "
+        "(`\"softmax\"`, `keras.activations.softmax`, `tf.nn.softmax`)."
+    )
+    why = (
+        "Softmax normalises over the last axis; over an axis of size 1 it is exp(x)/exp(x) = 1.0 "
+        "for every input. The model's output is a constant, its gradient is zero and it cannot "
+        "learn: accuracy stays at the share of the positive class and nothing fails (Keras 3 "
+        "emits one `UserWarning`, easily lost in a training log). A binary classifier wants one "
+        "unit with `sigmoid`, or two units with `softmax`."
+    )
+    example = (
+        """
+        model = keras.Sequential([
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1, activation="softmax"),
+        ])
+        """
+    )
+    use_instead = (
+        """
+        model = keras.Sequential([
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ])
+        """
+    )
+    VALID = [
+        """
+        from tensorflow import keras
+
+        out = keras.layers.Dense(1, activation="sigmoid")
+        """,
+        """
+        from tensorflow import keras
+
+        out = keras.layers.Dense(2, activation="softmax")
+        """,
+        """
+        import keras
+
+        n_classes = 10
+        out = keras.layers.Dense(units=n_classes, activation=keras.activations.softmax)
+        """,
+    ]
+    INVALID = [
+        """
+        from tensorflow import keras
+
+        model = keras.Sequential([
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(1, activation="softmax"),  # expect: TFL605
+        ])
+        """,
+        """
+        import tensorflow as tf
+
+        head = tf.keras.layers.Dense(units=1, activation=tf.nn.softmax)  # expect: TFL605
+        """,
+        """
+        from keras import layers, activations
+
+        out = layers.Dense(1, activations.softmax)  # expect: TFL605
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "softmax" not in ctx.source:
+            return
+        a = ctx.analysis
+        for call in a.nodes(ast.Call):
+            name = a.call_name(call)
+            if name is None or not name.startswith("keras.") or name.rsplit(".", 1)[-1] != "Dense":
+                continue
+            units = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "units"), None)
+            act = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "activation"), None)
+            if not (isinstance(units, ast.Constant) and units.value == 1 and not isinstance(units.value, bool)):
+                continue
+            if act is None:
+                continue
+            if isinstance(act, ast.Constant):
+                softmax = act.value == "softmax"
+            else:
+                softmax = a.qualname(act) in _SOFTMAX_NAMES
+            if softmax:
+                ctx.report(
+                    call,
+                    "softmax over one unit is always 1.0: the output is constant and the model "
+                    "cannot learn. Use `Dense(1, activation=\"sigmoid\")` for a binary output, or "
+                    "one unit per class with softmax",
+                )
+
+
+_TF_VARIABLE = frozenset({"tensorflow.Variable", "tensorflow.compat.v1.Variable"})
+
+
+def _keras_major(ctx: RuleContext) -> int:
+    """The Keras major version the code targets: the analysis's ``target`` when the
+    configuration gives one, else 3 (TensorFlow >= 2.16 ships Keras 3); 2 for ``tf_keras``."""
+    if "tf_keras" in ctx.source:
+        return 2
+    target = getattr(ctx.analysis, "target", None)
+    for attr in ("keras_major", "keras"):
+        value = getattr(target, attr, None)
+        if value is not None:
+            text = str(value).strip().lower().lstrip("keras").strip("=<> ")
+            if text[:1] in ("2", "3"):
+                return int(text[:1])
+    return 3
+
+
+class UntrackedVariableInKerasClass(Rule):
+    code = "TFL608"
+    name = "tf-variable-untracked-by-keras-3"
+    severity = Severity.ERROR
+    summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained"
+    what = (
+        "Checks for `self.<name> = tf.Variable(...)` (trainable, the default, and not updated "
+        "by hand with `.assign()`) in a method of a Keras `Layer` or `Model` subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
+        "is Keras 2 and is not checked)."
+    )
+    why = (
+        "Keras 3 tracks its own `keras.Variable`s, not `tf.Variable`s: a plain `tf.Variable` "
+        "attribute is missing from `trainable_variables`, so `fit` computes no gradient for it and "
+        "never updates it. Training runs, the loss stays where it started, and nothing fails (a "
+        "TensorFlow 2 tutorial ported to Keras 3 trains for ten epochs with a constant loss)."
+    )
+    example = (
+        """
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))
+
+            def call(self, x):
+                return tf.matmul(x, self.w)
+        """
+    )
+    use_instead = (
+        """
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = self.add_weight(shape=(3, 1), initializer="zeros")
+
+            def call(self, x):
+                return tf.matmul(x, self.w)
+        """
+    )
+    VALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = self.add_weight(shape=(3, 1), initializer="zeros")
+        """,
+        """
+        import tensorflow as tf
+
+        class Linear(tf.Module):
+            def __init__(self):
+                self.w = tf.Variable(tf.zeros((3, 1)))
+        """,
+        """
+        import keras
+
+        class Scale(keras.layers.Layer):
+            def build(self, shape):
+                self.s = keras.Variable(1.0)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Standardize(keras.layers.Layer):
+            def build(self, shape):
+                self.mean = tf.Variable(tf.zeros(shape[-1:]), trainable=False)
+        """,
+        """
+        import tf_keras as keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))
+        """,
+    ]
+    INVALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        class Linear(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.w = tf.Variable(tf.zeros((3, 1)))  # expect: TFL608
+        """,
+        """
+        import tensorflow as tf
+
+        class Scale(tf.keras.layers.Layer):
+            def build(self, input_shape):
+                self.scale = tf.Variable(1.0, trainable=True)  # expect: TFL608
+        """,
+        """
+        from tensorflow import keras
+        import tensorflow as tf
+
+        class Base(keras.layers.Layer):
+            pass
+
+        class Bias(Base):
+            def __init__(self, n):
+                super().__init__()
+                self.b, self.n = tf.Variable(tf.zeros(n)), n  # expect: TFL608
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "Variable" not in ctx.source or _keras_major(ctx) < 3:
+            return
+        a = ctx.analysis
+        traced = a.traced
+        for cls in a.nodes(ast.ClassDef):
+            if not traced.is_keras_class(cls):
+                continue
+            # state the class updates by hand (`self.v.assign(...)`) is not meant for the optimizer
+            assigned = {
+                n.func.value.attr
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("assign", "assign_add", "assign_sub")
+                and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
+                and n.func.value.value.id == "self"
+            }
+            for stmt in cls.body:
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(stmt):
+                    if not isinstance(node, ast.Assign):
+                        continue
+                    for t in node.targets:
+                        pairs = [(t, node.value)]
+                        if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
+                            pairs = list(zip(t.elts, node.value.elts))
+                        for tt, v in pairs:
+                            if (
+                                isinstance(tt, ast.Attribute)
+                                and isinstance(tt.value, ast.Name)
+                                and tt.value.id == "self"
+                                and tt.attr not in assigned
+                                and isinstance(v, ast.Call)
+                                and a.call_name(v) in _TF_VARIABLE
+                                and not any(
+                                    k.arg == "trainable" and isinstance(k.value, ast.Constant) and k.value.value is False
+                                    for k in v.keywords
+                                )
+                            ):
+                                ctx.report(
+                                    node,
+                                    f"`self.{tt.attr} = tf.Variable(...)` in Keras 3 `{cls.name}` is not tracked: "
+                                    f"it is missing from `trainable_variables` and `fit` never updates it. "
+                                    f"Use `self.add_weight(...)` or `keras.Variable(...)`",
+                                )
+
+
+_SET_POLICY = frozenset(
+    {
+        "keras.mixed_precision.set_global_policy", "keras.mixed_precision.experimental.set_policy",
+        "keras.mixed_precision.set_dtype_policy", "keras.config.set_dtype_policy",
+    }
+)
+_LOSS_SCALING_WORDS = ("LossScaleOptimizer", "scale_loss", "get_scaled_loss", "get_unscaled_gradients", "loss_scale")
+
+
+class UnscaledLossWithMixedFloat16(Rule):
+    code = "TFL607"
+    name = "mixed-float16-without-loss-scaling"
+    severity = Severity.ERROR
+    summary = "`mixed_float16` with a custom training loop that never scales the loss"
+    what = (
+        "Checks for a module that sets the `mixed_float16` policy (at module level, or in the "
+        "function around the loop) and computes gradients with `GradientTape.gradient` in its "
+        "own loop, but never scales the loss "
+        "(`LossScaleOptimizer`, `optimizer.scale_loss`, `get_scaled_loss`). `model.fit` scales "
+        "the loss by itself and is not concerned."
+    )
+    why = (
+        "Under `mixed_float16` the forward and backward passes run in float16, whose smallest "
+        "positive value is about 6e-8: small gradients flush to exactly zero and the variables "
+        "they belong to stop learning, with no error. `fit` wraps the optimizer in a "
+        "`LossScaleOptimizer`; a custom loop has to scale the loss before `tape.gradient` and "
+        "unscale the gradients itself."
+    )
+    example = (
+        """
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.SGD(0.1)
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        """
+    )
+    use_instead = (
+        """
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)  # unscales
+        """
+    )
+    VALID = [
+        """
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(x, y)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        with tf.GradientTape() as tape:
+            scaled = optimizer.scale_loss(loss_fn(model(x)))
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("float32")
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        def test_float16_inference():
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            return model(x)
+
+        def test_training():
+            with tf.GradientTape() as tape:
+                loss = loss_fn(model(x))
+            return tape.gradient(loss, model.trainable_variables)
+        """,
+    ]
+    INVALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = keras.optimizers.SGD(0.1)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(x))
+        grads = tape.gradient(loss, model.trainable_variables)  # expect: TFL607
+        optimizer.apply(grads, model.trainable_variables)
+        """,
+        """
+        import tensorflow as tf
+        from tensorflow.keras import mixed_precision
+
+        mixed_precision.set_global_policy("mixed_float16")
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = tape.gradient(loss, model.trainable_variables)  # expect: TFL607
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.config.set_dtype_policy(keras.DTypePolicy("mixed_float16"))
+
+        def step(x):
+            with tf.GradientTape() as g:
+                loss = model(x)
+            return g.gradient(loss, model.trainable_variables)  # expect: TFL607
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        src = ctx.source
+        if "mixed_float16" not in src or "gradient" not in src:
+            return
+        if any(w in src for w in _LOSS_SCALING_WORDS):
+            return
+        a = ctx.analysis
+        # where the policy is set: module level (None) or inside these functions
+        policies: dict[ast.AST | None, int] = {}
+        for call in a.nodes(ast.Call):
+            if a.call_name(call) in _SET_POLICY and call.args and "mixed_float16" in ast.unparse(call.args[0]):
+                policies.setdefault(a.enclosing_function(call), call.lineno)
+        if not policies:
+            return
+        for call in a.nodes(ast.Call):
+            f = call.func
+            if not (isinstance(f, ast.Attribute) and f.attr == "gradient" and call.args):
+                continue
+            if not self._is_tape(ctx, f.value):
+                continue
+            # the policy governs this loop: set at module level, or in a function around it
+            scopes = [None, *(p for p in a.ancestors(call) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+            policy_line = next((policies[s] for s in scopes if s in policies), None)
+            if policy_line is None:
+                continue
+            ctx.report(
+                call,
+                f"`mixed_float16` (line {policy_line}) with a custom loop that never scales the loss: "
+                f"float16 gradients below ~6e-8 flush to zero and stop learning. Wrap the optimizer in "
+                f"`keras.optimizers.LossScaleOptimizer` and differentiate `optimizer.scale_loss(loss)`",
+            )
+
+    @staticmethod
+    def _is_tape(ctx: RuleContext, expr: ast.AST) -> bool:
+        from tflint.analysis.values import origins
+
+        a = ctx.analysis
+        if (a.qualname(expr) or "").startswith("tensorflow.GradientTape"):
+            return True
+        values = origins(a, expr) or []
+        return bool(values) and all(
+            isinstance(v, ast.Call) and a.call_name(v) == "tensorflow.GradientTape" for v in values
+        )

@@ -616,8 +616,10 @@ class PerBatchPredict(Rule):
     what = (
         "Checks for `model.predict(...)`, `predict_on_batch(...)` or `evaluate(...)` called "
         "inside a Python loop on the loop's current batch or sample (`for x in dataset`, "
-        "`for i in range(len(x))` with `x[i]`), or from a per-batch callback hook. Calling "
-        "them once per epoch or per checkpoint on a fixed dataset is fine."
+        "`for i in range(len(x))` with `x[i]`), or from a per-batch callback hook; and "
+        "`model.predict(...)` run unconditionally in every iteration of a long loop "
+        "(`for step in range(2000)`, 100 iterations or more) whatever it predicts on. Calling "
+        "them once per epoch or per checkpoint on a fixed dataset, or every k-th step, is fine."
     )
     why = (
         "`predict`/`evaluate` are built for whole datasets: every call sets up a data adapter, "
@@ -681,6 +683,28 @@ class PerBatchPredict(Rule):
         for x, y in test_ds:
             preds = model(x, training=False)
         """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for step in range(2000):
+            if step % 500 == 0:
+                print(model.predict(probe, verbose=0))
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for trial in range(10):
+            print(model.predict(probe, verbose=0))
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for step in range(2000):
+            preds = model(probe, training=False)
+        """,
     ]
     INVALID = [
         """
@@ -715,6 +739,31 @@ class PerBatchPredict(Rule):
             def on_train_batch_end(self, batch, logs=None):
                 self.model.predict(self.probe)  # expect: TFL203
         """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for step in range(2000):
+            support = sample_task()
+            preds = model.predict(support, verbose=0)  # expect: TFL203
+            update(preds)
+        """,
+        """
+        import keras
+
+        N_ITERATIONS = 500
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for it in range(N_ITERATIONS):
+            model.predict(probe, verbose=0)  # expect: TFL203
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for step in range(1, 1001):
+            query = make_query()
+            score = model.predict(query)  # expect: TFL203
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -747,6 +796,16 @@ class PerBatchPredict(Rule):
                 varying = a.loops.varying_names(loop)
                 used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
                 if not used:
+                    count = self._long_loop(ctx, loop, node) if method == "predict" else None
+                    if count is not None:
+                        ctx.report(
+                            node,
+                            f"`predict()` runs in every one of the {count} iterations of the loop on "
+                            f"line {loop.lineno}: each call pays `predict`'s whole setup (a new input "
+                            f"pipeline and step loop); call the model directly "
+                            f"(`model(x, training=False)`) or predict once before the loop",
+                        )
+                        break
                     continue
                 ctx.report(
                     node,
@@ -756,6 +815,39 @@ class PerBatchPredict(Rule):
                     fix=_direct_call_fix(ctx, node),
                 )
                 break
+
+    # A loop of at least this many iterations is long: a per-iteration `predict` dominates it.
+    LONG_LOOP = 100
+
+    def _long_loop(self, ctx: RuleContext, loop: ast.AST, call: ast.Call) -> int | None:
+        """The iteration count of ``for _ in range(N)`` (N a constant, directly or through a
+        module-level name) when ``call`` runs in every iteration (not under an ``if``) and N is
+        at least ``LONG_LOOP``; else ``None``."""
+        if not isinstance(loop, ast.For) or not isinstance(loop.iter, ast.Call):
+            return None
+        it = loop.iter
+        if not (isinstance(it.func, ast.Name) and it.func.id == "range" and it.args and not it.keywords):
+            return None
+        a = ctx.analysis
+        bound = it.args[1] if len(it.args) > 1 else it.args[0]
+        start = it.args[0] if len(it.args) > 1 else ast.Constant(0)
+        if isinstance(bound, ast.Name):
+            scope = a.traced.defining_scope(bound.id, bound)
+            values = a.traced.bindings(bound.id, scope) if scope is not None else []
+            bound = values[0] if len(values) == 1 else None
+        if not (isinstance(bound, ast.Constant) and isinstance(start, ast.Constant)):
+            return None
+        if not (isinstance(bound.value, int) and isinstance(start.value, int)):
+            return None
+        count = bound.value - start.value
+        if count < self.LONG_LOOP:
+            return None
+        for anc in a.ancestors(call):
+            if anc is loop:
+                return count
+            if isinstance(anc, (ast.If, ast.IfExp, ast.Try, ast.While, ast.For, ast.FunctionDef, ast.Lambda)):
+                return None
+        return None
 
     @staticmethod
     def _is_keras_model(ctx: RuleContext, receiver: ast.AST) -> bool:

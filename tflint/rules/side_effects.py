@@ -175,6 +175,8 @@ _MUTATORS = frozenset(
     {"append", "extend", "insert", "update", "add", "setdefault", "appendleft", "extendleft", "discard", "remove"}
 )
 _LIST_MUTATORS = frozenset({"append", "extend", "insert"})
+# What mutates a list or dict argument in place (a tf.function's arguments are checked).
+_ARG_MUTATORS = _MUTATORS | {"pop", "popitem", "clear", "sort", "reverse"}
 _VARIABLES = frozenset(
     {
         "tensorflow.Variable", "tensorflow.compat.v1.Variable", "tensorflow.compat.v1.get_variable",
@@ -222,14 +224,17 @@ class MutatedOuterContainer(Rule):
         ".update/.add`, item assignment, or `+=` on an item. Containers created inside the "
         "traced function itself are fine, and so is a side channel of a trace the program "
         "asks for (`f.get_concrete_function(...)`, `f` never called): it is filled once per "
-        "requested trace, as intended."
+        "requested trace, as intended. Also a list or dict *argument* of a `tf.function` "
+        "mutated in place (`.append/.pop/.update`, item assignment or deletion)."
     )
     why = (
         "The Python body of a traced function runs only while TensorFlow traces it. The "
         "mutation happens once per trace, not once per call: a list meant to collect one loss "
         "per step ends up with one symbolic `Tensor(\"...\")` per trace, and a dict cache is "
         "filled with graph tensors that cannot be used outside the graph (using them raises "
-        "or leaks the graph)."
+        "or leaks the graph). A tf.function checks its Python arguments after tracing: one "
+        "modified in place raises `ValueError: f(xs) should not modify its Python input "
+        "arguments`."
     )
     example = (
         """
@@ -255,6 +260,15 @@ class MutatedOuterContainer(Rule):
         """
     )
     VALID = [
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def total(xs):
+            xs = list(xs)
+            xs.append(tf.constant(0.0))
+            return tf.add_n(xs)
+        """,
         """
         import tensorflow as tf
 
@@ -302,6 +316,23 @@ class MutatedOuterContainer(Rule):
         """,
     ]
     INVALID = [
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def total(xs):
+            xs.append(tf.constant(0.0))  # expect: TFL102
+            return tf.add_n(xs)
+        """,
+        """
+        import tensorflow as tf
+
+        def step(batch):
+            batch["scaled"] = batch["x"] * 2.0  # expect: TFL102
+            return batch["scaled"]
+
+        step_fn = tf.function(step)
+        """,
         """
         import tensorflow as tf
 
@@ -363,9 +394,13 @@ class MutatedOuterContainer(Rule):
             what = ""
             if not isinstance(node, (ast.Call, ast.Assign, ast.AugAssign, ast.Delete)):
                 continue
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ARG_MUTATORS:
                 target, what = node.func.value, f".{node.func.attr}()"
-                if any(_creates_state(ctx, arg) for arg in node.args):
+                arg_func = self._mutated_argument(ctx, target, node)
+                if arg_func is not None:
+                    self._report_argument(ctx, node, target, what, arg_func)
+                    continue
+                if node.func.attr not in _MUTATORS or any(_creates_state(ctx, arg) for arg in node.args):
                     continue
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
                 targets = node.targets if not isinstance(node, ast.AugAssign) else [node.target]
@@ -374,6 +409,10 @@ class MutatedOuterContainer(Rule):
                     continue
                 target = subs[0].value
                 what = "item deletion" if isinstance(node, ast.Delete) else "item assignment"
+                arg_func = self._mutated_argument(ctx, target, node)
+                if arg_func is not None:
+                    self._report_argument(ctx, node, target, what, arg_func)
+                    continue
                 if isinstance(node, ast.Assign) and _creates_state(ctx, node.value):
                     continue
             else:
@@ -429,6 +468,33 @@ class MutatedOuterContainer(Rule):
             if calls > 1:
                 return False
         return True
+
+    @staticmethod
+    def _mutated_argument(ctx: RuleContext, target: ast.AST, at: ast.AST) -> ast.AST | None:
+        """The tf.function whose own (never rebound) parameter ``target`` is, else ``None``."""
+        if not isinstance(target, ast.Name):
+            return None
+        a = ctx.analysis
+        traced = a.traced
+        scope = traced.defining_scope(target.id, at)
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.enclosing_function(at) is not scope:
+            return None
+        params = [p.arg for p in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)]
+        if target.id not in params or target.id in ("self", "cls") or traced.bindings(target.id, scope):
+            return None
+        reason = traced.reason(scope) or ""
+        if traced.tf_function_decorator(scope) is None and not reason.startswith("wrapped with tf.function"):
+            return None
+        return scope
+
+    @staticmethod
+    def _report_argument(ctx: RuleContext, node: ast.AST, target: ast.Name, what: str, func: ast.AST) -> None:
+        ctx.report(
+            node,
+            f"{what} on `{target.id}`, an argument of tf.function `{_fname(func)}`: TensorFlow raises "
+            f"`ValueError: ... should not modify its Python input arguments`; work on a copy "
+            f"(`{target.id} = list({target.id})` / `dict({target.id})`) or return the new value",
+        )
 
     def _outer_container(self, ctx: RuleContext, target: ast.AST, at: ast.AST, what: str) -> str | None:
         a = ctx.analysis
@@ -513,18 +579,21 @@ class RebindingInTracedCode(Rule):
     code = "TFL103"
     name = "python-state-rebound-in-traced-code"
     severity = Severity.ERROR
-    summary = "`global`/`nonlocal` or plain `self.attr` rebound in traced code"
+    summary = "`global`/`nonlocal` or plain `self.attr` rebound, or a tensor stored on `self`, in traced code"
     what = (
         "Checks for traced code that rebinds Python state living outside the call: a name "
         "declared `global` or `nonlocal`, or a plain Python attribute (`self.step += 1`, "
         "`self.total = self.total + x`, where the attribute holds a number, string or tuple "
-        "rather than a `tf.Variable`)."
+        "rather than a `tf.Variable`); and a tensor the trace computed stored on `self` or on a "
+        "module-level object (`self.loss_value = loss`, `self.grad = g`)."
     )
     why = (
         "Python statements in a traced function run only while TensorFlow traces it. A "
         "counter incremented there counts traces, not calls; a total accumulated there holds "
         "the symbolic tensor of the last trace. The program silently computes something "
-        "other than it says, and the stale value is baked into later graphs as a constant."
+        "other than it says, and the stale value is baked into later graphs as a constant. "
+        "A tensor stored on an object outlives its graph: reading it after the call raises "
+        "`TypeError: <tf.Tensor ...> is out of scope and cannot be used here`."
     )
     example = (
         """
@@ -594,6 +663,22 @@ class RebindingInTracedCode(Rule):
                     self.v = tf.Variable(1.0)
                 return x * self.v
         """,
+        """
+        import tensorflow as tf
+
+        class Trainer(tf.Module):
+            def __init__(self):
+                self.loss_value = tf.Variable(0.0)
+
+            @tf.function
+            def step(self, x):
+                loss = tf.reduce_mean(x * x)
+                self.loss_value.assign(loss)
+                return loss
+
+        trainer = Trainer()
+        trainer.last = trainer.step(tf.ones(3))  # eager: a concrete value
+        """,
     ]
     INVALID = [
         """
@@ -644,6 +729,30 @@ class RebindingInTracedCode(Rule):
                 return x
             return step
         """,
+        """
+        import tensorflow as tf
+
+        class Trainer(tf.Module):
+            @tf.function
+            def step(self, x):
+                loss = tf.reduce_mean(x * x)
+                self.loss_value = loss  # expect: TFL103
+                return loss
+        """,
+        """
+        import tensorflow as tf
+
+        class Stats:
+            pass
+
+        stats = Stats()
+
+        @tf.function
+        def step(x):
+            y = tf.nn.relu(x)
+            stats.last = y  # expect: TFL103
+            return y
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -669,6 +778,14 @@ class RebindingInTracedCode(Rule):
                         f"`{_fname(func)}` happens only while tracing, not on every call; use a "
                         f"`tf.Variable` and `.assign()`",
                     )
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and self._leaks_tensor(ctx, node, t):
+                    owner = "`self`" if t.value.id == "self" else f"outer object `{t.value.id}`"
+                    ctx.report(
+                        node,
+                        f"`{_text(ctx, t)} = ...` stores a tensor of the trace of `{_fname(func)}` on "
+                        f"{owner}: read after the call it is a graph tensor out of scope (an error, or "
+                        f"a crash in the next trace); return it, or `.assign()` it to a `tf.Variable`",
+                    )
                 elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     if not self._accumulates(node, t):
                         continue
@@ -687,6 +804,34 @@ class RebindingInTracedCode(Rule):
                         f"while tracing, not on every call; keep it in a `tf.Variable` and use "
                         f"`.assign_add()`",
                     )
+
+    @staticmethod
+    def _leaks_tensor(ctx: RuleContext, node: ast.AST, target: ast.Attribute) -> bool:
+        """``self.x = <tensor>`` (or ``obj.x = <tensor>`` for a module-level ``obj``) in traced
+        code: a tensor of the trace kept beyond it."""
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or node.targets[0] is not target:
+            return False
+        a = ctx.analysis
+        traced = a.traced
+        root = target.value.id  # type: ignore[attr-defined]
+        if root != "self":
+            if a.imports.aliases.get(root) or not isinstance(traced.defining_scope(root, node), ast.Module):
+                return False
+        else:
+            cls = a.enclosing_class(node)
+            if cls is None:
+                return False
+            # Scratch space of one call (read back only by the function that stores it) is
+            # harmless; a tensor kept for other methods or for the caller leaks.
+            own = a.enclosing_function(node)
+            reads = [
+                n for n in ast.walk(cls)
+                if isinstance(n, ast.Attribute) and n.attr == target.attr and isinstance(n.ctx, ast.Load)
+                and isinstance(n.value, ast.Name) and n.value.id == "self"
+            ]
+            if reads and all(a.enclosing_function(n) is own for n in reads):
+                return False
+        return traced.is_tensor(node.value)
 
     @staticmethod
     def _accumulates(node: ast.AST, target: ast.Attribute) -> bool:
@@ -1661,3 +1806,499 @@ class LoggingOrFileIOInTracedCode(Rule):
                 continue
             return False
         return True
+
+
+class StalePythonStateInTracedCode(Rule):
+    code = "TFL109"
+    name = "stale-python-state-in-traced-code"
+    severity = Severity.ERROR
+    summary = "Python value read in traced code is rebound later: the graph keeps the old value"
+    what = (
+        "Checks for traced code that reads a Python number, string or bool that eager code "
+        "changes later: a module global reassigned in a loop or in a function that declares it "
+        "`global`, or a `self` attribute updated in place (`self.steps += 1`) by an untraced "
+        "method. Constants that are never reassigned are fine."
+    )
+    why = (
+        "A Python value read while TensorFlow traces a function is frozen into the graph as a "
+        "constant. When eager code later changes it (a learning rate decayed in Python, a step "
+        "counter incremented after each batch), the graph keeps computing with the value it had "
+        "when it was traced: `if self.steps >= warmup:` never switches on, a decayed learning "
+        "rate is never used. Nothing fails; the program silently does something else."
+    )
+    example = (
+        """
+        lr = 0.1
+
+        @tf.function
+        def train_step(x):
+            return x * lr
+
+        for epoch in range(10):
+            train_step(x)
+            lr = lr * 0.5
+        """
+    )
+    use_instead = (
+        """
+        lr = tf.Variable(0.1)
+
+        @tf.function
+        def train_step(x):
+            return x * lr
+
+        for epoch in range(10):
+            train_step(x)
+            lr.assign(lr * 0.5)
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        SCALE = 0.5
+
+        @tf.function
+        def f(x):
+            return x * SCALE
+        """,
+        """
+        import tensorflow as tf
+
+        lr = tf.Variable(0.1)
+
+        @tf.function
+        def f(x):
+            return x * lr
+
+        for epoch in range(3):
+            f(tf.ones(2))
+            lr.assign(lr * 0.5)
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer(tf.Module):
+            def __init__(self):
+                self.steps = tf.Variable(0)
+                self.warmup = 100
+
+            @tf.function
+            def step(self, x):
+                if self.steps >= self.warmup:
+                    x = x * 2.0
+                return x
+
+            def on_batch_end(self):
+                self.steps.assign_add(1)
+        """,
+        """
+        import tensorflow as tf
+
+        count = 0
+
+        def eager_only():
+            global count
+            count += 1
+
+        def report():
+            return count
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        lr = 0.1
+
+        @tf.function
+        def f(x):
+            return x * lr  # expect: TFL109
+
+        for epoch in range(3):
+            f(tf.ones(2))
+            lr = lr * 0.5
+        """,
+        """
+        import tensorflow as tf
+
+        class Trainer(tf.Module):
+            def __init__(self):
+                self.steps = 0
+
+            @tf.function
+            def step(self, x):
+                if self.steps >= 100:  # expect: TFL109
+                    x = x * 2.0
+                return x
+
+            def on_batch_end(self):
+                self.steps += 1
+        """,
+        """
+        import tensorflow as tf
+
+        temperature = 1.0
+
+        def anneal():
+            global temperature
+            temperature = temperature * 0.9
+
+        @tf.function
+        def sample(logits):
+            return tf.nn.softmax(logits / temperature)  # expect: TFL109
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        if not traced.reasons:
+            return
+        from tflint.analysis.values import eager_self_updates, global_rebinding_sites, is_plain_python
+
+        rebound = global_rebinding_sites(a)
+        seen: set[tuple[ast.AST, str]] = set()
+        for node, func in traced.nodes_in_traced_code():
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in rebound:
+                if not isinstance(traced.defining_scope(node.id, node), ast.Module):
+                    continue
+                values = traced.bindings(node.id, a.tree)
+                sites = rebound[node.id]
+                if not values or not all(is_plain_python(v) for v in values):
+                    continue
+                if not all(isinstance(v, ast.AugAssign) or is_plain_python(v) for _, v in sites):
+                    continue
+                if (func, node.id) in seen:
+                    continue
+                seen.add((func, node.id))
+                ctx.report(
+                    node,
+                    f"module global `{node.id}` is read in traced `{_fname(func)}` but rebound on line "
+                    f"{sites[0][0].lineno}: the graph keeps the value it had when traced. Keep it in a "
+                    f"`tf.Variable` (`.assign()`) or pass it as a tensor argument",
+                )
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                cls = a.enclosing_class(node)
+                updates = eager_self_updates(a, cls, node.attr)
+                if not updates or (func, "self." + node.attr) in seen:
+                    continue
+                values = traced.self_attr_values(cls, node.attr)
+                if not values or not all(is_plain_python(v) for v in values):
+                    continue
+                seen.add((func, "self." + node.attr))
+                ctx.report(
+                    node,
+                    f"`self.{node.attr}` is read in traced `{_fname(func)}` but updated eagerly on line "
+                    f"{updates[0].lineno}: the graph keeps the value it had when traced. Keep it in a "
+                    f"`tf.Variable` (`.assign_add()`) or pass it as a tensor argument",
+                )
+
+
+class RecursionInTracedCode(Rule):
+    code = "TFL110"
+    name = "recursion-in-tf-function"
+    severity = Severity.ERROR
+    summary = "A `tf.function` that calls itself (directly or through other functions)"
+    what = (
+        "Checks for a `tf.function` whose traced code calls the same `tf.function` again, "
+        "directly or through functions it calls."
+    )
+    why = (
+        "Each call of a `tf.function` during tracing traces it again. With a tensor argument "
+        "the recursion's stop condition is a graph tensor, so tracing fails (endless recursion, "
+        "or `OperatorNotAllowedInGraphError` when AutoGraph gives up on the recursive call); "
+        "with Python numbers every distinct value is a new trace and a new graph (`fact(5)` "
+        "traces five functions)."
+    )
+    example = (
+        """
+        @tf.function
+        def fact(n):
+            if n <= 1:
+                return tf.constant(1)
+            return n * fact(n - 1)
+        """
+    )
+    use_instead = (
+        """
+        @tf.function
+        def fact(n):
+            result = tf.constant(1)
+            for i in tf.range(2, n + 1):
+                result *= i
+            return result
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        def flatten(nest):
+            if isinstance(nest, (list, tuple)):
+                return [y for x in nest for y in flatten(x)]
+            return [nest]
+
+        @tf.function
+        def f(xs):
+            return tf.add_n(flatten(xs))
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def fact(n):
+            result = tf.constant(1)
+            for i in tf.range(2, n + 1):
+                result *= i
+            return result
+        """,
+        """
+        import tensorflow as tf
+
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+
+        @tf.function
+        def f(x):
+            return x * fact(4)
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def fact(n):
+            if n <= 1:
+                return tf.constant(1)
+            return n * fact(n - 1)  # expect: TFL110
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def walk(depth, x):
+            return helper(depth, x)
+
+        def helper(depth, x):
+            if depth == 0:
+                return x
+            return walk(depth - 1, x * 2)  # expect: TFL110
+        """,
+        """
+        import tensorflow as tf
+
+        class Tree(tf.Module):
+            @tf.function
+            def depth(self, n):
+                if n == 0:
+                    return 0
+                return 1 + self.depth(n - 1)  # expect: TFL110
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        traced = a.traced
+        entries = [
+            f for f in traced.reasons
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and traced.tf_function_decorator(f) is not None
+        ]
+        for entry in entries:
+            # functions the entry's trace reaches, and through which call each is reached
+            reach: dict[ast.AST, None] = {entry: None}
+            todo = [entry]
+            while todo and len(reach) < 200:
+                func = todo.pop()
+                for call in self._own_calls(func):
+                    for callee in traced._resolve_callable(call.func, call, called=True):
+                        if callee is entry:
+                            ctx.report(
+                                call,
+                                f"`{_text(ctx, call.func)}(...)` calls tf.function `{entry.name}` again while "
+                                f"tracing it: with a tensor argument tracing fails; with Python "
+                                f"numbers every value is a new trace. Use a loop (`tf.while_loop`, "
+                                f"`for i in tf.range(...)`) instead",
+                            )
+                        elif callee not in reach and traced.tf_function_decorator(callee) is None:
+                            reach[callee] = None
+                            todo.append(callee)
+
+    @staticmethod
+    def _own_calls(func: ast.AST):
+        from tflint.analysis.astutil import walk_own
+
+        for node in walk_own(list(ast.iter_child_nodes(func))):
+            if isinstance(node, ast.Call):
+                yield node
+
+
+_ITER_SOURCES = frozenset({"list", "tuple", "range", "sorted", "reversed", "enumerate", "zip", "map", "filter"})
+
+
+class PythonIteratorInTracedCode(Rule):
+    code = "TFL111"
+    name = "python-iterator-in-traced-code"
+    severity = Severity.ERROR
+    summary = "`next()` on a Python iterator or generator in traced code is read once"
+    what = (
+        "Checks for `next(it)` inside traced code where `it` is a Python iterator or generator: "
+        "`iter()` of a list, tuple or range, a generator expression, a call of a generator "
+        "function of the module, or an `itertools` iterator. `next()` on an iterator of a "
+        "`tf.data.Dataset` is fine."
+    )
+    why = (
+        "`next()` on a Python iterator runs while the function is traced: the element it returns "
+        "is frozen into the graph as a constant. Every later call uses that same first element "
+        "and the iterator never advances, so a training step that draws its batch or its "
+        "hyper-parameter this way trains on one value forever."
+    )
+    example = (
+        """
+        batches = iter(python_batches)
+
+        @tf.function
+        def train_step():
+            x = next(batches)
+            return model(x)
+        """
+    )
+    use_instead = (
+        """
+        batches = iter(tf.data.Dataset.from_tensor_slices(python_batches))
+
+        @tf.function
+        def train_step():
+            x = next(batches)
+            return model(x)
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        it = iter(tf.data.Dataset.range(10))
+
+        @tf.function
+        def f():
+            return next(it)
+        """,
+        """
+        import tensorflow as tf
+
+        values = iter([1.0, 2.0, 3.0])
+
+        def eager():
+            return next(values)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(xs):
+            it = iter(xs)
+            first = next(it)
+            return first + sum(it)
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        values = iter([1.0, 2.0, 3.0])
+
+        @tf.function
+        def f(x):
+            return x + next(values)  # expect: TFL111
+        """,
+        """
+        import tensorflow as tf
+
+        def batches():
+            while True:
+                yield 1.0
+
+        gen = batches()
+
+        @tf.function
+        def f(x):
+            return x * next(gen)  # expect: TFL111
+        """,
+        """
+        import itertools
+
+        import tensorflow as tf
+
+        class Schedule(tf.Module):
+            def __init__(self):
+                self.rates = itertools.cycle([0.1, 0.01])
+
+            @tf.function
+            def step(self, x):
+                return x * next(self.rates)  # expect: TFL111
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "next" not in ctx.source:
+            return
+        a = ctx.analysis
+        traced = a.traced
+        from tflint.analysis.values import origins
+
+        for call, func in traced.calls_in_traced_code():
+            f = call.func
+            if not (isinstance(f, ast.Name) and f.id == "next" and call.args) or a.qualname(f) is not None:
+                continue
+            it = call.args[0]
+            values = origins(a, it)
+            if values is None:
+                continue
+            # created inside the same trace: a fresh iterator per trace is consumed within it
+            if isinstance(it, ast.Name) and traced.defining_scope(it.id, it) is func:
+                continue
+            if all(self._python_iterator(ctx, v) for v in values):
+                ctx.report(
+                    call,
+                    f"`next({_text(ctx, it)})` on a Python iterator in traced `{_fname(func)}` runs once, "
+                    f"while tracing: every call reuses that first element as a constant. Iterate a "
+                    f"`tf.data.Dataset` instead, or pass the element in as an argument",
+                )
+
+    @staticmethod
+    def _python_iterator(ctx: RuleContext, value: ast.AST) -> bool:
+        a = ctx.analysis
+        if isinstance(value, ast.GeneratorExp):
+            return True
+        if not isinstance(value, ast.Call):
+            return False
+        name = a.call_name(value)
+        if name is not None:
+            return name.startswith("itertools.")
+        f = value.func
+        if isinstance(f, ast.Name) and f.id == "iter" and value.args:
+            src = value.args[0]
+            if isinstance(src, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp, ast.Constant)):
+                return True
+            if isinstance(src, ast.Call) and isinstance(src.func, ast.Name) and src.func.id in _ITER_SOURCES:
+                return a.qualname(src.func) is None
+            if isinstance(src, ast.Name):
+                inner = a.traced.bindings(src.id, a.traced.defining_scope(src.id, src) or a.tree)
+                return bool(inner) and all(isinstance(v, (ast.List, ast.Tuple, ast.ListComp)) for v in inner)
+            return False
+        if isinstance(f, ast.Name):
+            for g in a.lookup_function(f.id, value):
+                if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(g)):
+                    return True
+        return False
+
+
+for _rule in list(vars().values()):
+    if isinstance(_rule, type) and issubclass(_rule, Rule) and getattr(_rule, "code", "").startswith("TFL1"):
+        _rule.traced_context = True
