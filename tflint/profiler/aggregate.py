@@ -8,6 +8,7 @@ and how to fix it.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -424,10 +425,14 @@ def _health_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         mon.collect()
     except Exception as exc:  # noqa: BLE001
         mon.fail(exc, "final read")
-    metrics["loss"] = mon.loss.downsample(200)
+    def finite(pts: list[list[float]]) -> list[list[float]]:
+        # JSON has no NaN/Inf: non-finite points are left out (the nan-inf signal says when)
+        return [p for p in pts if math.isfinite(p[1])]
+
+    metrics["loss"] = finite(mon.loss.downsample(200))
     metrics["grad_norm"] = {
-        "global": mon.grad_norm.downsample(200),
-        "layers": {lay: s.downsample(100) for lay, s in mon.layer_norms.items() if s is not None and len(s)},
+        "global": finite(mon.grad_norm.downsample(200)),
+        "layers": {lay: finite(s.downsample(100)) for lay, s in mon.layer_norms.items() if s is not None and len(s)},
     }
     from tflint.runtime import dead_params, grad_norms, loss_broadcast, loss_stall, nan_inf
 

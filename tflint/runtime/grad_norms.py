@@ -31,10 +31,11 @@ class ExplodingGradientHook(Hook):
         pass
 
     def judge(self, health: Any) -> dict[str, Any] | None:
-        pts = [(x, y) for x, y in health.grad_norm.downsample(400)]
+        # non-finite norms are the nan-inf signal's business: judged on the finite ones
+        pts = [(x, y) for x, y in health.grad_norm.downsample(400) if math.isfinite(y)]
         if len(pts) < MIN_POINTS:
             return None
-        first = next(((x, y) for x, y in pts if not math.isfinite(y) or y > EXPLODE_ABS), None)
+        first = next(((x, y) for x, y in pts if y > EXPLODE_ABS), None)
         k = max(1, len(pts) // 10)
         head = sorted(y for _, y in pts[:k] if math.isfinite(y))
         tail = sorted(y for _, y in pts[-k:])

@@ -107,11 +107,13 @@ class Probe:
         self.site = site
         self.names = names  # sources with a gradient, in order
         self.var_ids = var_ids
-        self.status: Cell | None = None  # [step, loss, first_bad, sq_0..sq_V-1]
+        self.status: Cell | None = None  # [step, loss, first_bad, cumulative loss, sq_0..sq_V-1]
         self.maxsq: Cell | None = None
         self.mask: Cell | None = None
         self.tensors: list[dict[str, Any]] = []  # what each mask entry is
         self.last_step = -1
+        self.last_cum: float | None = None
+        self.cum: Cell | None = None
         self.first_bad: int | None = None
         self.localised: dict[str, Any] | None = None
 
@@ -123,6 +125,8 @@ class HealthMonitor(Hook):
         super().__init__(session)
         self.probes: list[Probe] = []
         self.eager_calls = 0
+        self._eager_sum = 0.0
+        self._eager_n = 0
         self.graph_calls_cell: Cell | None = None
         self.loss = self.store.series("loss", 512)
         self.grad_norm = self.store.series("grad_norm", 512)
@@ -259,8 +263,13 @@ class HealthMonitor(Hook):
         self.eager_calls += 1
         n = self.eager_calls
         loss = _eager_loss(target)
-        if loss is not None:
-            self.loss.add(n, loss)
+        if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
+            self._eager_sum += loss
+            self._eager_n += 1
+            if self._eager_n >= SAMPLE_EVERY or n == 1:
+                self.loss.add(n, self._eager_sum / self._eager_n)
+                self._eager_sum = 0.0
+                self._eager_n = 0
         sample = n % SAMPLE_EVERY == 1 or SAMPLE_EVERY == 1
         finite_loss = loss is None or math.isfinite(loss)
         if not sample and finite_loss:
@@ -333,8 +342,9 @@ class HealthMonitor(Hook):
         with ops.init_scope():
             if self.graph_calls_cell is None:
                 self.graph_calls_cell = Cell(tf, tf.constant(0, tf.int64))
-            probe.status = Cell(tf, tf.fill([3 + nv], tf.constant(-1.0, tf.float64)))
+            probe.status = Cell(tf, tf.fill([4 + nv], tf.constant(-1.0, tf.float64)))
             probe.maxsq = Cell(tf, tf.zeros([nv], tf.float64))
+            probe.cum = Cell(tf, tf.constant(0.0, tf.float64))
         f32 = tf.float32
         counter = self.graph_calls_cell
         with ops.name_scope("tflint_health"):
@@ -361,8 +371,12 @@ class HealthMonitor(Hook):
                 except Exception as exc:  # noqa: BLE001
                     ni.fail(exc, "building the in-graph localiser")
                     first_bad = tf.constant(-1.0, tf.float64)
-            status = tf.concat([tf.reshape(tf.cast(step, tf.float64), [1]), tf.reshape(tf.cast(loss, tf.float64), [1]),
-                                tf.reshape(first_bad, [1]), sq64], 0)
+            loss64 = tf.cast(loss, tf.float64)
+            add = rv.assign_add_variable_op(probe.cum.handle, loss64)
+            with ops.control_dependencies([add]):
+                cum = probe.cum.read()
+            status = tf.concat([tf.reshape(tf.cast(step, tf.float64), [1]), tf.reshape(loss64, [1]),
+                                tf.reshape(first_bad, [1]), tf.reshape(cum, [1]), sq64], 0)
             ops_to_run.append(probe.status.assign(status))
         self.probes.append(probe)
 
@@ -379,9 +393,16 @@ class HealthMonitor(Hook):
             step = int(st[0])
             if step <= p.last_step or step < 0:
                 continue
+            # the mean loss since the last read (a running sum in the graph: no aliasing with
+            # the order of the batches), or the last loss on the first read
+            cum = float(st[3])
+            if p.last_cum is not None and p.last_step > 0:
+                self.loss.add(step, (cum - p.last_cum) / (step - p.last_step))
+            else:
+                self.loss.add(step, float(st[1]))
             p.last_step = step
-            self.loss.add(step, float(st[1]))
-            sq = [float(x) for x in st[3:]]
+            p.last_cum = cum
+            sq = [float(x) for x in st[4:]]
             self._add_norms(step, p.names, sq)
             if st[2] >= 0 and p.first_bad is None:
                 p.first_bad = int(st[2])

@@ -20,7 +20,7 @@ from tflint.runtime.hookbase import Hook
 KIND = "loss-stall"
 WARMUP_FRACTION = 0.2
 FLAT_RELATIVE = 0.01
-START_END_RELATIVE = 0.02
+START_END_RELATIVE = 0.05
 MIN_POINTS = 10
 MIN_STEPS = 40
 TINY_LR = 1e-7
@@ -49,7 +49,7 @@ class LossStallHook(Hook):
         trend = stats.relative_change(xs, ys)
         if trend["level"] < 1e-6 or trend["relative"] >= FLAT_RELATIVE:
             return None
-        k = max(1, len(pts) // 10)
+        k = max(3, len(pts) // 5)
         start = stats.median(y for _, y in pts[:k])
         end = stats.median(y for _, y in pts[-k:])
         if start - end > START_END_RELATIVE * max(abs(start), 1e-12):
