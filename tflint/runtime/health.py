@@ -220,7 +220,7 @@ class HealthMonitor(Hook):
 
     def collect(self) -> None:
         """Final read of every probe, once, when the report is built."""
-        self._read_probes(self.probes)
+        self._read_probes(self.probes, final=True)
         n = self.session.hooks.get("nan-inf")
         if n is not None and n.status != "ok":
             n = None
@@ -252,7 +252,8 @@ class HealthMonitor(Hook):
                     self.layer_norms[lay] = self.store.series(f"grad_norm.{lay}", 256) if len(self.layer_norms) < 64 else None
             if g is None:
                 info["none"] += 1
-                info.setdefault("none_site", user_site_tf_stack())
+                if "none_site" not in info:
+                    info["none_site"] = user_site_tf_stack()
             else:
                 info["grads"] += 1
 
@@ -380,9 +381,8 @@ class HealthMonitor(Hook):
             ops_to_run.append(probe.status.assign(status))
         self.probes.append(probe)
 
-    def _read_probes(self, probes: list[Probe]) -> None:
-        import numpy as np
-
+    def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
+        """One read of each probe's status vector; the running maxima only at the end."""
         for p in probes:
             if p.status is None:
                 continue
@@ -391,6 +391,8 @@ class HealthMonitor(Hook):
             except Exception:  # noqa: BLE001 - e.g. the runtime is shutting down
                 continue
             step = int(st[0])
+            if final:
+                self._read_maxima(p)
             if step <= p.last_step or step < 0:
                 continue
             # the mean loss since the last read (a running sum in the graph: no aliasing with
@@ -406,16 +408,23 @@ class HealthMonitor(Hook):
             self._add_norms(step, p.names, sq)
             if st[2] >= 0 and p.first_bad is None:
                 p.first_bad = int(st[2])
-            if p.maxsq is not None:
-                try:
-                    mx = p.maxsq.numpy()
-                except Exception:  # noqa: BLE001
-                    mx = np.zeros(0)
-                for vid, v in zip(p.var_ids, mx):
-                    info = self.variables.get(vid)
-                    if info is not None:
-                        info["sampled"] += 1
-                        info["maxsq"] = max(info["maxsq"], float(v))
+
+    def _read_maxima(self, p: Probe) -> None:
+        """Each gradient's largest squared norm over every step the probe ran (dead-parameter)."""
+        if p.maxsq is None or p.last_step < 0 and p.status is None:
+            return
+        try:
+            mx = p.maxsq.numpy()
+            ran = int(p.status.numpy()[0]) >= 0 if p.status is not None else False
+        except Exception:  # noqa: BLE001
+            return
+        if not ran:
+            return
+        for vid, v in zip(p.var_ids, mx):
+            info = self.variables.get(vid)
+            if info is not None:
+                info["sampled"] += 1
+                info["maxsq"] = max(info["maxsq"], float(v))
 
     # -- report ----------------------------------------------------------------------------
     def learning_rates(self) -> list[tuple[str, float | None]]:
