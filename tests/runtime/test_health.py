@@ -232,3 +232,21 @@ def test_clean_eager_loop_reports_no_training_health_finding():
     assert [x.kind for x in rep.signals if x.kind != "input-stall"] == [], [x.message for x in rep.signals]
     assert len(rep.metrics["loss"]) >= 10 and rep.metrics["loss"][-1][1] < rep.metrics["loss"][0][1]
     assert rep.metrics["grad_norm"]["global"]
+
+
+def test_dead_parameter_with_none_gradient_names_the_static_rule():
+    w = tf.Variable(1.0, name="w")
+    v = tf.Variable(2.0, name="v")
+    opt = keras.optimizers.SGD(0.01)
+    with watch() as s:
+        for _ in range(24):
+            y = v * 3.0  # computed before the tape: v's gradient is None
+            with tf.GradientTape() as tape:
+                loss = w * w + y
+            grads = tape.gradient(loss, [w, v])
+            opt.apply_gradients([(g, x) for g, x in zip(grads, [w, v]) if g is not None])
+    assert float(v) == 2.0 and float(w) != 1.0
+    (sig,) = [x for x in s.report().signals if x.kind == "dead-parameter"]
+    d = sig.details
+    assert d["variables"] == ["v"] and d["reason"] == "gradient-none" and d["rule"] == "TFL302"
+    assert sig.location.file == __file__

@@ -6,20 +6,18 @@ Fed by the ``GradientTape.gradient`` / optimizer / tape-enter wrappers of
 by the session's step tick (``on_step``). What it costs:
 
 * **inside a ``tf.function``** (custom loops and Keras ``fit``), added once per trace of a
-  gradient call: a counter increment, the loss as one float, one sum of squares per gradient,
-  one running maximum of them and one write of a small status vector (about ``2·V + 6`` small
-  ops for ``V`` gradients), plus an un-lowered ``If`` whose expensive branch runs only on the
-  first step with a non-finite value. Nothing is read back during the step: every
-  ``SAMPLE_EVERY`` steps the status vector (step, loss, first non-finite step, squared norms) is
-  read once;
+  gradient call, with no control flow: a shared counter increment, the loss, one ``l2_loss``
+  per gradient, one finiteness test per tracked tensor (the loss, the gradients, and the few
+  tensors around risky ops that :mod:`tflint.runtime.nan_inf` picks) folded into a "first
+  non-finite step" vector, and one read and one write of a small state vector — about
+  ``V + 2R + 18`` small ops for ``V`` gradients and ``R`` tracked tensors. Nothing is read back
+  during the step: every ``SAMPLE_EVERY`` steps the state vector (step, loss sum, squared norms,
+  first non-finite steps) is read once;
 * **eagerly**: the loss is read each step (one host copy of a scalar); gradients are reduced to
   squared norms with numpy every ``SAMPLE_EVERY`` steps and when the loss is not finite.
 
-The expensive localisation of a non-finite value is built into the trace but runs only in the
-``If`` branch taken on the first step whose cheap check failed: it computes the finiteness of
-every floating-point tensor the loss and the gradients depend on *in that step*, before the
-values are gone, so the first op that produced a non-finite value from finite inputs is found
-(:mod:`tflint.runtime.nan_inf`).
+Locating a non-finite value's origin (the decoding of the first-step vector into an op, a line
+and a cause) runs once, at report time, and only when one was seen.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from tflint.runtime.hookbase import Hook, user_site_tf_stack
 
 KIND = "training-health"
 SAMPLE_EVERY = 8
+COND_MIN_ELEMENTS = 1 << 20  # gradients this large get their norms sampled, not computed every step
 MAX_PROBES_READ = 8
 MAX_TRACKED_TENSORS = 4000
 MAX_VARIABLES = 4096
@@ -107,14 +106,13 @@ class Probe:
         self.site = site
         self.names = names  # sources with a gradient, in order
         self.var_ids = var_ids
-        self.status: Cell | None = None  # [step, loss, first_bad, cumulative loss, sq_0..sq_V-1]
-        self.maxsq: Cell | None = None
-        self.mask: Cell | None = None
+        self.status: Cell | None = None  # [step, Σloss, loss, ½sq_0..½sq_V-1, first_0..first_T-1]
         self.tensors: list[dict[str, Any]] = []  # what each mask entry is
         self.last_step = -1
         self.last_cum: float | None = None
-        self.cum: Cell | None = None
         self.first_bad: int | None = None
+        self.first_steps: list[int] = []  # first non-finite step of each tracked tensor (-1: never)
+        self.layout = (0, 0)  # (gradients, tracked tensors) in the state vector
         self.localised: dict[str, Any] | None = None
 
 
@@ -328,61 +326,80 @@ class HealthMonitor(Hook):
 
     # -- graph -----------------------------------------------------------------------------
     def _build_probe(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
+        """Add the per-step probe to the graph being traced: a shared gradient-call counter and
+        one state vector, read and rewritten once per step, ``[step, Σloss, loss, ½‖g_i‖²...,
+        first non-finite step of each tracked tensor...]`` (no control flow; about ``V + 2R + 18``
+        small ops for ``V`` gradients and ``R`` tracked tensors)."""
         tf = self._tf
         from tensorflow.python.framework import ops
 
         targets = [t for t in _flat(target) if _is_float_tensor(t)]
-        pairs = [(s, g) for s, g in zip(sources, grads) if g is not None]
+        pairs = [(s, g) for s, g in zip(sources, grads)
+                 if g is not None and _is_float_tensor(getattr(g, "values", g))]
         gvals = [getattr(g, "values", g) for _, g in pairs]
-        gvals = [g for g in gvals if _is_float_tensor(g)]
-        if len(gvals) != len(pairs) or not hasattr(tf, "cond"):
-            pairs = [(s, g) for s, g in pairs if _is_float_tensor(getattr(g, "values", g))]
-            gvals = [getattr(g, "values", g) for _, g in pairs]
         probe = Probe(len(self.probes), user_site_tf_stack(), [var_name(s) for s, _ in pairs], [id(s) for s, _ in pairs])
         nv = len(gvals)
+        ni = self.sig("nan-inf")
+        risky: list[Any] = []
+        if ni is not None:
+            try:
+                risky = ni.tracked_tensors(probe, targets, pairs)
+            except Exception as exc:  # noqa: BLE001
+                ni.fail(exc, "choosing the tensors to track")
+                risky = []
+        nt = 1 + nv + len(risky)  # tracked for finiteness: the loss, each gradient, risky tensors
+        probe.layout = (nv, nt)
         with ops.init_scope():
-            if self.graph_calls_cell is None:
-                self.graph_calls_cell = Cell(tf, tf.constant(0, tf.int64))
-            probe.status = Cell(tf, tf.fill([4 + nv], tf.constant(-1.0, tf.float64)))
-            probe.maxsq = Cell(tf, tf.zeros([nv], tf.float64))
-            probe.cum = Cell(tf, tf.constant(0.0, tf.float64))
-        f32 = tf.float32
+            if self.graph_calls_cell is None:  # gradient calls counted over all traces
+                self.graph_calls_cell = Cell(tf, tf.constant(0.0, tf.float64))
+            init = tf.concat([tf.zeros([3 + nv], tf.float64), tf.fill([nt], tf.constant(-1.0, tf.float64))], 0)
+            probe.status = Cell(tf, init)
+        f64 = tf.float64
         counter = self.graph_calls_cell
         with ops.name_scope("tflint_health"):
             from tensorflow.python.ops import gen_resource_variable_ops as rv
 
-            inc = rv.assign_add_variable_op(counter.handle, tf.constant(1, tf.int64))
+            inc = rv.assign_add_variable_op(counter.handle, tf.constant(1.0, f64))
             with ops.control_dependencies([inc]):
                 step = counter.read()
+            prev = probe.status.read()
             if targets:
-                loss = tf.add_n([tf.reduce_mean(tf.cast(t, f32)) for t in targets])
+                parts = [t if t.shape.rank == 0 else tf.reduce_mean(t) for t in targets]
+                loss = tf.cast(parts[0] if len(parts) == 1 else tf.add_n([tf.cast(p, tf.float32) for p in parts]), f64)
             else:
-                loss = tf.constant(float("nan"), f32)
+                loss = tf.constant(float("nan"), f64)
+            cum = prev[1] + loss
             if nv:
-                sq = tf.stack([tf.reduce_sum(tf.square(tf.cast(g, f32))) for g in gvals])
+                # a full pass over every gradient; for large models only every SAMPLE_EVERY-th
+                # step (a lowered cond: a Switch per gradient on the other steps)
+                def norms() -> Any:
+                    return tf.cast(tf.stack([tf.nn.l2_loss(g) for g in gvals]), f64)
+
+                def skip() -> Any:
+                    return tf.zeros([nv], f64)
+
+                if _num_elements(gvals) >= COND_MIN_ELEMENTS:
+                    sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
+                    sq = tf.cond(sample, norms, skip)
+                else:  # small gradients: the pass costs less than the cond's own ops
+                    sample = None
+                    sq = norms()
+                roots = tf.concat([tf.reshape(loss, [1]), sq], 0)
             else:
-                sq = tf.zeros([0], f32)
-            sq64 = tf.cast(sq, tf.float64)
-            ops_to_run = [probe.maxsq.assign(tf.maximum(probe.maxsq.read(), tf.where(tf.math.is_finite(sq64), sq64, 0.0)))]
-            first_bad = tf.constant(-1.0, tf.float64)
-            ni = self.sig("nan-inf")
-            if ni is not None:
-                try:
-                    first_bad = ni.build_localiser(probe, targets, pairs, loss, sq, step)
-                except Exception as exc:  # noqa: BLE001
-                    ni.fail(exc, "building the in-graph localiser")
-                    first_bad = tf.constant(-1.0, tf.float64)
-            loss64 = tf.cast(loss, tf.float64)
-            add = rv.assign_add_variable_op(probe.cum.handle, loss64)
-            with ops.control_dependencies([add]):
-                cum = probe.cum.read()
-            status = tf.concat([tf.reshape(tf.cast(step, tf.float64), [1]), tf.reshape(loss64, [1]),
-                                tf.reshape(first_bad, [1]), tf.reshape(cum, [1]), sq64], 0)
-            ops_to_run.append(probe.status.assign(status))
+                sq = tf.zeros([0], f64)
+                roots = tf.reshape(loss, [1])
+            flags = tf.math.is_finite(roots)
+            if risky:
+                flags = tf.concat([flags, tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in risky])], 0)
+            first = prev[3 + nv:]
+            first = tf.where(tf.logical_and(first < 0, tf.logical_not(flags)), step, first)
+            # the norms of the last sampled step are kept between samples
+            sq_kept = tf.where(sample, sq, prev[3:3 + nv]) if nv and sample is not None else sq
+            probe.status.assign(tf.concat([tf.stack([step, cum, loss]), sq_kept, first], 0))
         self.probes.append(probe)
 
     def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
-        """One read of each probe's status vector; the running maxima only at the end."""
+        """One read of each probe's state vector."""
         for p in probes:
             if p.status is None:
                 continue
@@ -390,41 +407,32 @@ class HealthMonitor(Hook):
                 st = p.status.numpy()
             except Exception:  # noqa: BLE001 - e.g. the runtime is shutting down
                 continue
+            nv, nt = p.layout
             step = int(st[0])
-            if final:
-                self._read_maxima(p)
-            if step <= p.last_step or step < 0:
+            if step <= max(p.last_step, 0):
                 continue
             # the mean loss since the last read (a running sum in the graph: no aliasing with
             # the order of the batches), or the last loss on the first read
-            cum = float(st[3])
+            cum = float(st[1])
             if p.last_cum is not None and p.last_step > 0:
                 self.loss.add(step, (cum - p.last_cum) / (step - p.last_step))
             else:
-                self.loss.add(step, float(st[1]))
+                self.loss.add(step, float(st[2]))
             p.last_step = step
             p.last_cum = cum
-            sq = [float(x) for x in st[4:]]
+            sq = [2.0 * float(x) for x in st[3:3 + nv]]  # l2_loss is half the sum of squares
             self._add_norms(step, p.names, sq)
-            if st[2] >= 0 and p.first_bad is None:
-                p.first_bad = int(st[2])
-
-    def _read_maxima(self, p: Probe) -> None:
-        """Each gradient's largest squared norm over every step the probe ran (dead-parameter)."""
-        if p.maxsq is None or p.last_step < 0 and p.status is None:
-            return
-        try:
-            mx = p.maxsq.numpy()
-            ran = int(p.status.numpy()[0]) >= 0 if p.status is not None else False
-        except Exception:  # noqa: BLE001
-            return
-        if not ran:
-            return
-        for vid, v in zip(p.var_ids, mx):
-            info = self.variables.get(vid)
-            if info is not None:
-                info["sampled"] += 1
-                info["maxsq"] = max(info["maxsq"], float(v))
+            for vid, v in zip(p.var_ids, sq):
+                info = self.variables.get(vid)
+                if info is not None:
+                    info["sampled"] += 1
+                    if math.isfinite(v) and v > info["maxsq"]:
+                        info["maxsq"] = v
+            first = st[3 + nv:3 + nv + nt]
+            bad = [f for f in first if f >= 0]
+            if bad and p.first_bad is None:
+                p.first_bad = int(min(bad))
+                p.first_steps = [int(f) for f in first]
 
     # -- report ----------------------------------------------------------------------------
     def learning_rates(self) -> list[tuple[str, float | None]]:
@@ -441,6 +449,16 @@ class HealthMonitor(Hook):
                 lr = None
             out.append((type(opt).__name__, lr))
         return out
+
+
+def _num_elements(tensors: list[Any]) -> int:
+    n = 0
+    for t in tensors:
+        try:
+            n += int(t.shape.num_elements() or 0)
+        except Exception:  # noqa: BLE001 - unknown shape: count as large
+            n += COND_MIN_ELEMENTS
+    return n
 
 
 def _weakrefable(o: Any) -> bool:

@@ -43,7 +43,7 @@ _DEBUG_FAIL_HANDLERS = {
     "memory-growth": "sample",
     "steps": "_tick",
     "training-health": "_read_probes",
-    "nan-inf": "build_localiser",
+    "nan-inf": "tracked_tensors",
     "dead-parameter": "snapshot",
     "exploding-gradient": "judge",
     "vanishing-gradient": "judge",

@@ -124,7 +124,14 @@ class LossBroadcastHook(Hook):
 
     # eager ------------------------------------------------------------------------------
     def on_eager_tape_enter(self, tape: Any) -> None:
-        if self._eager_done or self._callback is not None:
+        if self._eager_done:
+            return
+        if self._callback is not None:
+            # the previous tape never asked for a gradient (e.g. evaluation): stop watching ops
+            # rather than pay for the callback on every later eager op
+            self._remove_callback()
+            self._eager_ops = None
+            self._eager_done = True
             return
         from tensorflow.python.framework import op_callbacks
 

@@ -1,15 +1,18 @@
 """``nan-inf``: the first step at which the loss, a gradient or a variable became NaN or Inf,
 which tensor it was, and the first op that produced a non-finite value from finite inputs.
 
-Cheap part (every step, in :mod:`tflint.runtime.health`): one finiteness test of
-``loss + Σ‖g‖²`` inside the graph. Expensive part: the same trace holds an un-lowered ``If``
-whose true branch — taken only on the first step whose cheap test failed — tests every
-floating-point tensor that the loss and the gradients depend on and stores the result as one
-boolean mask (so the localisation uses that step's own values, before the optimizer spreads
-the NaN into the variables). The mask is decoded once, when the report is built: entries are in
-op-creation order, and the origin is the first op with a non-finite output whose floating-point
-inputs were all finite; its user source line comes from the op's creation traceback (which
-TensorFlow maps back through autograph). In eager mode the loss is checked every step and the
+Inside ``tf.function`` and ``fit`` (the probe of :mod:`tflint.runtime.health`, every step, no
+control flow): the finiteness of the loss, of each gradient (through its sum of squares) and of
+a few *tracked* tensors — the outputs and inputs of the ops that can turn finite values into
+NaN/Inf (log, division, exp, pow, sqrt and their gradients) and the step's floating-point
+inputs, chosen once per trace — is folded into a vector holding, for each, the first step it
+was not finite. That vector is read every few steps with the rest of the probe's state. Once a
+non-finite value has been seen, the expensive part runs once, when the report is built: the
+origin is the earliest tracked op (in step, then creation order) whose output went non-finite
+while its tracked inputs were still finite; its user source line comes from the op's creation
+traceback (which TensorFlow maps back through autograph), and the op type gives the likely
+cause. Because each tensor keeps its *first* bad step, the later spread of the NaN into the
+variables does not hide the origin. In eager mode the loss is checked every step and the
 gradients every few steps, so the step and the tensor are known, not the op.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflint.runtime.health import Cell, Probe, var_name
+from tflint.runtime.health import Probe, var_name
 from tflint.runtime.hookbase import Hook, is_library_file
 
 KIND = "nan-inf"
@@ -40,6 +43,11 @@ for _t in ("Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad"):
 CAUSES["Placeholder"] = ("the input data already contains NaN/Inf", "clean the data (tf.debugging.check_numerics on the input pipeline)")
 CAUSES["ReadVariableOp"] = ("a variable was already non-finite when the step read it",
                             "find the code that assigned it, or lower the learning rate")
+RISKY = {"Log", "Log1p", "Xlogy", "Xlog1py", "Digamma", "Lgamma", "RealDiv", "Div", "Reciprocal", "Inv", "Xdivy",
+         "Exp", "Expm1", "Pow", "Softplus", "Sinh", "Cosh", "Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad",
+         "Atanh", "Acos", "Asin", "Tan"}
+MAX_TRACKED = 32
+MAX_WALK = 20000
 OVERFLOW = ("overflow: finite inputs produced values beyond the dtype's range (typically after the weights "
             "grew; an exploding update, e.g. a learning rate that is too high)",
             "lower the learning rate, clip gradients (clipnorm=1.0 on the optimizer), or normalise the inputs")
@@ -95,9 +103,12 @@ class NanInfHook(Hook):
             self.eager_event = event
 
     # graph ------------------------------------------------------------------------------
-    def build_localiser(self, probe: Probe, targets: list[Any], pairs: list[Any], loss: Any, sq: Any, step: Any) -> Any:
-        import tensorflow as tf
-        from tensorflow.core.framework import attr_value_pb2
+    def tracked_tensors(self, probe: Probe, targets: list[Any], pairs: list[Any]) -> list[Any]:
+        """The tensors whose finiteness the probe tracks besides the loss and the gradients: the
+        outputs of the ops that can turn finite values into NaN/Inf (``RISKY``, forward and
+        backward), their floating-point inputs, and the floating-point inputs of the step (data),
+        among the ops the loss and the gradients depend on; at most ``MAX_TRACKED`` of them.
+        Entries of ``probe.tensors``: index 0 the loss, 1..V the gradients, then these."""
         from tensorflow.python.framework import ops
 
         graph = ops.get_default_graph()
@@ -106,7 +117,7 @@ class NanInfHook(Hook):
         seen: set[int] = set()
         order = []
         stack = [t.op for t in roots]
-        while stack:
+        while stack and len(seen) < MAX_WALK:
             op = stack.pop()
             if id(op) in seen or op.graph is not graph:
                 continue
@@ -114,106 +125,73 @@ class NanInfHook(Hook):
             order.append(op)
             stack.extend(i.op for i in op.inputs)
         order.sort(key=lambda o: o._id)
-        # which captured handle is which variable
-        handle_names: dict[str, str] = {}
-        try:
-            by_handle = {}
-            for s, _ in pairs:
-                h = _var_handle(s)
-                if h is not None:
-                    by_handle[id(h)] = var_name(s)
-            for ext, internal in graph.captures:
-                n = by_handle.get(id(ext))
-                if n is not None:
-                    handle_names[internal.op.name] = n
-        except Exception:  # noqa: BLE001
-            pass
-        role: dict[int, str] = {}
-        for t in targets:
-            role[id(t)] = "the loss"
-        for (s, _), g in zip(pairs, grads):
-            role.setdefault(id(g), f"the gradient of {var_name(s)}")
-        tensors = []
-        meta = []
+        meta: list[dict[str, Any]] = [{"op": targets[0].op if targets else None, "tensor": targets[0] if targets else None,
+                                       "role": "the loss"}]
+        meta += [{"op": g.op, "tensor": g, "role": f"the gradient of {var_name(s)}"} for (s, _), g in zip(pairs, grads)]
+        root_ids = {id(m["tensor"]) for m in meta if m["tensor"] is not None}
+        chosen: list[Any] = []
+        chosen_ids: set[int] = set()
+
+        def add(t: Any, role: str | None) -> None:
+            if len(chosen) >= MAX_TRACKED or id(t) in chosen_ids or id(t) in root_ids or not t.dtype.is_floating:
+                return
+            chosen.append(t)
+            chosen_ids.add(id(t))
+            meta.append({"op": t.op, "tensor": t, "role": role})
+
         for op in order:
-            for t in op.outputs:
-                if len(tensors) >= 4000:
-                    break
-                if not t.dtype.is_floating:
-                    continue
-                r = role.get(id(t))
-                if r is None and op.type == "ReadVariableOp" and op.inputs:
-                    vn = handle_names.get(op.inputs[0].op.name)
-                    if vn:
-                        r = f"variable {vn}"
-                tensors.append(t)
-                meta.append({"op": op, "tensor": t, "role": r, "index": len(meta)})
-        if not tensors:
-            return tf.constant(-1.0, tf.float64)
+            if op.type == "Placeholder" and op.outputs and op.outputs[0].dtype.is_floating:
+                add(op.outputs[0], "the input data")
+        for op in order:
+            if op.type in RISKY:
+                for t in op.inputs:
+                    add(t, None)
+                for t in op.outputs:
+                    add(t, None)
         probe.tensors = meta
-        with ops.init_scope():
-            probe.mask = Cell(tf, tf.ones([len(tensors)], tf.bool))
-            first_cell = Cell(tf, tf.constant(-1.0, tf.float64))
-        probe.first_cell = first_cell  # type: ignore[attr-defined]
-        cheap_bad = tf.logical_and(tf.logical_not(tf.math.is_finite(loss + tf.reduce_sum(sq))), first_cell.read() < 0)
-
-        def localise() -> Any:
-            m = tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
-            any_bad = tf.logical_not(tf.reduce_all(m))
-            a = probe.mask.assign(m)
-            b = first_cell.assign(tf.where(any_bad, tf.cast(step, tf.float64), tf.constant(-1.0, tf.float64)))
-            with tf.control_dependencies([a, b]):
-                return tf.constant(True)
-
-        def skip() -> Any:
-            return tf.constant(False)
-
-        flag = tf.cond(cheap_bad, localise, skip)
-        try:
-            flag.op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
-        except Exception:  # noqa: BLE001 - lowered: still correct, a little slower
-            pass
-        with tf.control_dependencies([flag]):
-            return first_cell.read()
+        return chosen
 
     def localise(self, probe: Probe) -> dict[str, Any] | None:
-        """Decode the mask stored on the failing step: tensor, origin op, its line, the cause."""
-        if probe.mask is None or not probe.tensors:
+        """From the first non-finite step of each tracked tensor: the tensor, the origin op (the
+        earliest op, in step then creation order, whose output went non-finite while its tracked
+        inputs were still finite), its user line and the likely cause."""
+        firsts = probe.first_steps
+        if not firsts or not probe.tensors:
             return None
-        mask = probe.mask.numpy()
-        bad = [m for m, ok in zip(probe.tensors, mask) if not ok]
+        meta = probe.tensors[:len(firsts)]
+        bad = [(f, i, m) for i, (f, m) in enumerate(zip(firsts, meta)) if f >= 0]
         if not bad:
             return None
-        bad_ids = {id(m["tensor"]) for m in bad}
-        tracked = {id(m["tensor"]) for m in probe.tensors}
+        step0 = min(f for f, _, _ in bad)
+        at_first = [m for f, _, m in bad if f == step0]
+        roles = [m["role"] for m in at_first if m["role"]]
+        tensor = ("the loss" if "the loss" in roles else
+                  next((r for r in roles if r.startswith("the gradient of ")), roles[0] if roles else "an intermediate tensor"))
+        first_of = {id(m["tensor"]): f for f, m in zip(firsts, meta) if m["tensor"] is not None}
         origin = None
-        for m in bad:
+        for m in sorted(at_first, key=lambda m: m["op"]._id if m["op"] is not None else 1 << 60):
             op = m["op"]
-            ins = [t for t in op.inputs if t.dtype.is_floating and id(t) in tracked]
-            if not any(id(t) in bad_ids for t in ins):
+            if op is None or (m["role"] or "").startswith(("the loss", "the gradient of")):
+                continue
+            ins = [t for t in op.inputs if id(t) in first_of]
+            if all(first_of[id(t)] < 0 or first_of[id(t)] > step0 for t in ins):
                 origin = m
                 break
-        roles = [m["role"] for m in bad if m["role"]]
-        var_roles = [r for r in roles if r.startswith("variable ")]
-        tensor = var_roles[0] if var_roles else ("the loss" if "the loss" in roles else (roles[0] if roles else "an intermediate tensor"))
-        out: dict[str, Any] = {"tensor": tensor, "nonfinite_tensors": len(bad),
+        out: dict[str, Any] = {"tensor": tensor, "step": step0,
                                "gradients": [r[len("the gradient of "):] for r in roles if r.startswith("the gradient of ")][:10]}
         if origin is not None:
             op = origin["op"]
-            graph = op.graph
-            fwd = _forward_op(graph, op)
+            fwd = _forward_op(op.graph, op)
             site = _site(fwd if fwd is not None else op) or _site(op)
-            kind_key = op.type if op.type in CAUSES else (fwd.type if fwd is not None and fwd.type in CAUSES else None)
-            if op.type == "Placeholder" and origin.get("role") is None:
-                kind_key = "Placeholder"
+            kind_key = "Placeholder" if origin.get("role") == "the input data" else (
+                op.type if op.type in CAUSES else (fwd.type if fwd is not None and fwd.type in CAUSES else None))
             cause, fix = CAUSES.get(kind_key, OVERFLOW) if kind_key else OVERFLOW
             dtype = origin["tensor"].dtype.name
-            if dtype in ("float16", "bfloat16") and kind_key not in ("Log", "Sqrt", "RealDiv", "Div"):
+            if dtype in ("float16", "bfloat16") and kind_key not in ("Log", "Sqrt", "RealDiv", "Div", "Placeholder"):
                 cause, fix = FLOAT16
             out.update({"op": op.type, "op_name": op.name, "backward": fwd is not None,
                         "forward_op": fwd.type if fwd is not None else None, "dtype": dtype,
-                        "site": list(site) if site else None, "cause": cause, "fix": fix,
-                        "inputs": [t.op.type for t in op.inputs][:4]})
+                        "site": list(site) if site else None, "cause": cause, "fix": fix})
         return out
 
 
@@ -235,13 +213,25 @@ def signals(session: Any) -> list[Any]:
     hook = session.hooks.get(KIND)
     if mon is None or hook is None:
         return []
+    # under dynamic loss scaling, an Inf gradient is expected now and then (the optimizer skips
+    # that step and lowers the scale): only a non-finite loss counts
+    scaled = any(name == "LossScaleOptimizer" for name, _ in mon.learning_rates())
     events = []
     for p in mon.probes:
-        if p.first_bad is not None and p.localised:
-            events.append((p.first_bad, p))
+        if p.first_bad is None:
+            continue
+        d = dict(p.localised or {"tensor": "the loss or a gradient"})
+        step = p.first_bad
+        if scaled:
+            loss_step = p.first_steps[0] if p.first_steps else -1
+            if loss_step < 0:
+                continue
+            if loss_step != step:
+                d = {"tensor": "the loss"}
+                step = loss_step
+        events.append((step, p, d))
     if events:
-        step, p = min(events, key=lambda e: e[0])
-        d = dict(p.localised or {})
+        step, p, d = min(events, key=lambda e: e[0])
         site = d.get("site") or (list(p.site) if p.site else None)
         where = ""
         if d.get("op"):
