@@ -130,3 +130,33 @@ def test_grad_norm_series_in_the_report(profiled):
     assert len(m["grad_norm"]["global"]) >= 4
     assert "sequential/dense" in m["grad_norm"]["layers"] and "sequential/dense_12" in m["grad_norm"]["layers"]
 
+
+
+def test_fail_on_a_training_health_kind(profiled):
+    assert profiled("nan_inf_eager.py").returncode == 3  # --fail-on nan-inf, the script exited 0
+    assert profiled("loss_broadcast_clean.py").returncode == 0  # --fail-on all, nothing found
+
+
+def test_terminal_groups_training_health(profiled):
+    err = profiled("loss_broadcast_loop.py").stderr
+    lines = err.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Training health"))
+    after = [line.split()[0] for line in lines[head + 1:head + 7] if line.strip()]
+    assert after == ["nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall",
+                     "loss-broadcast"], lines[head:head + 8]
+    assert "Training health: loss broadcasting" in err
+    assert any(line.startswith("loss ") for line in lines) and any(line.startswith("gradient norm") for line in lines)
+
+
+def test_tensorboard_loss_and_gradient_norms(profiled):
+    import os
+
+    from tests.profile.test_tensorboard import _logdir, _read_scalars
+
+    run = profiled("vanishing_gradient_loop.py")
+    scalars = _read_scalars(os.path.join(_logdir(run), "tflint"))
+    m = run.report["metrics"]
+    assert "tflint/loss" in scalars and "tflint/grad_norm" in scalars, sorted(scalars)
+    for x, y in m["loss"]:
+        assert scalars["tflint/loss"][int(x)] == pytest.approx(y, rel=1e-6)
+    assert "tflint/grad_norm/sequential/dense" in scalars

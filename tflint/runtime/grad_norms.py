@@ -111,8 +111,8 @@ def signals(session: Any) -> list[Any]:
     site = None
     if mon.probes and mon.probes[-1].site:
         site = mon.probes[-1].site
-    elif mon.variables:
-        site = next((i.get("none_site") for i in mon.variables.values() if i.get("none_site")), None)
+    elif session.steps is not None and session.steps.primary is not None:
+        site = session.steps.primary.site  # eager loops: where the steps were counted
     loc = Location(str(site[0]), int(site[1])) if site else None
     ex = session.hooks.get("exploding-gradient")
     if ex is not None and "exploding-gradient" in session.signals:
