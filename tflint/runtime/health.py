@@ -363,39 +363,38 @@ class HealthMonitor(Hook):
             with ops.control_dependencies([inc]):
                 step = counter.read()
             prev = probe.status.read()
+            f32 = tf.float32
+
+            def as32(t: Any) -> Any:
+                return t if t.dtype == f32 else tf.cast(t, f32)
+
             if targets:
-                parts = [t if t.shape.rank == 0 else tf.reduce_mean(t) for t in targets]
-                loss = tf.cast(parts[0] if len(parts) == 1 else tf.add_n([tf.cast(p, tf.float32) for p in parts]), f64)
+                parts = [as32(t if t.shape.rank == 0 else tf.reduce_mean(t)) for t in targets]
+                loss32 = parts[0] if len(parts) == 1 else tf.add_n(parts)
             else:
-                loss = tf.constant(float("nan"), f64)
-            cum = prev[1] + loss
-            if nv:
-                # a full pass over every gradient; for large models only every SAMPLE_EVERY-th
-                # step (a lowered cond: a Switch per gradient on the other steps)
-                def norms() -> Any:
-                    return tf.cast(tf.stack([tf.nn.l2_loss(g) for g in gvals]), f64)
+                loss32 = tf.constant(float("nan"), f32)
 
-                def skip() -> Any:
-                    return tf.zeros([nv], f64)
+            def l2(g: Any) -> Any:  # half the sum of squares, in float32 (float16 would overflow)
+                return tf.nn.l2_loss(as32(g))
 
-                if _num_elements(gvals) >= COND_MIN_ELEMENTS:
-                    sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
-                    sq = tf.cond(sample, norms, skip)
-                else:  # small gradients: the pass costs less than the cond's own ops
-                    sample = None
-                    sq = norms()
-                roots = tf.concat([tf.reshape(loss, [1]), sq], 0)
+            sample = None
+            if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
+                # large gradients: the full pass only every SAMPLE_EVERY-th step (a lowered
+                # cond: a Switch per gradient on the other steps); the last sample is kept
+                sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
+                sq = tf.cond(sample, lambda: tf.cast(tf.stack([l2(g) for g in gvals]), f64), lambda: tf.zeros([nv], f64))
+                sq = tf.where(sample, sq, prev[3:3 + nv])
+                roots = tf.concat([tf.reshape(tf.cast(loss32, f64), [1]), sq], 0)
             else:
-                sq = tf.zeros([0], f64)
-                roots = tf.reshape(loss, [1])
+                # one stack of the loss and every gradient's l2_loss, one cast
+                roots = tf.cast(tf.stack([loss32] + [l2(g) for g in gvals]), f64)
+            cum = prev[1] + roots[0]
             flags = tf.math.is_finite(roots)
             if risky:
                 flags = tf.concat([flags, tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in risky])], 0)
             first = prev[3 + nv:]
-            first = tf.where(tf.logical_and(first < 0, tf.logical_not(flags)), step, first)
-            # the norms of the last sampled step are kept between samples
-            sq_kept = tf.where(sample, sq, prev[3:3 + nv]) if nv and sample is not None else sq
-            probe.status.assign(tf.concat([tf.stack([step, cum, loss]), sq_kept, first], 0))
+            first = tf.where(tf.logical_or(flags, first >= 0), first, step)  # latch the first bad step
+            probe.status.assign(tf.concat([tf.stack([step, cum]), roots, first], 0))
         self.probes.append(probe)
 
     def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
