@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control", action="store_true",
                     help="A/A run: both arms with the hooks off (the method's noise floor)")
     ap.add_argument("--quick", action="store_true", help="fewer pairs and start-up runs")
+    ap.add_argument("--signals", default=None,
+                    help="comma-separated signal kinds to turn on (default: all), e.g. to see one signal's share")
     ap.add_argument("--json", dest="json_path", help="write the results here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     print(f"{'workload':8} {'step':>5} {'width':>9} {'step off':>10} {'step on':>10} "
           f"{'ratio':>7} {'IQR':>15} {'stepwise':>8} {'target':>7}  verdict", flush=True)
-    with watch() as session:
+    with watch(signals=args.signals) as session:
         for ms in [int(s) for s in args.steps_ms.split(",") if s]:
             for kind in [w for w in args.workloads.split(",") if w]:
                 wl, measured = calibrate(tf, kind, ms / 1000.0, session)
