@@ -9,7 +9,8 @@ ratios (on/off) with its interquartile range. Each block's median step is compar
 5 ms per step (the model's width is calibrated to the machine):
 
 * ``graph``  -- a custom loop: ``next()`` on a ``tf.data`` iterator + a ``tf.function`` step
-  (a hand-written MLP: variables, ``GradientTape``, ``assign_sub``);
+  (a hand-written MLP: variables, ``GradientTape``, ``assign_sub``), traced once with the hooks
+  on (in-graph probes) and once, as a twin, with them off, like ``fit``;
 * ``fit``    -- Keras ``model.fit``. Its train function is traced once with the hooks on (so it
   carries the in-graph input probe) and a twin model's once with the hooks off; blocks
   alternate between the two, timed from batch end to batch end by a callback;
@@ -103,7 +104,7 @@ class GraphLoop(Workload):
 
     name = "graph"
 
-    def __init__(self, tf: Any, width: int, batch: int, depth: int = 2) -> None:
+    def __init__(self, tf: Any, width: int, batch: int, depth: int = 2, session: Any = None) -> None:
         super().__init__(tf, width, batch)
         self.depth = depth
         self.it = iter(self._dataset())
@@ -127,14 +128,22 @@ class GraphLoop(Workload):
                 v.assign_sub(0.01 * g)
             return loss
 
-        self.step = self._wrap(train_step)
-        self.block(3, True)
+        # traced once with the hooks on (carrying the in-graph probes) and, as a twin, once with
+        # them off, so that on/off blocks compare the graphs as each would really run
+        self.steps: dict[bool, Callable[..., Any]] = {}
+        for on in (True, False):
+            if session is not None:
+                session.set_enabled(on)
+            self.steps[on] = self._wrap(train_step)
+            self.block(3, on)
+        if session is not None:
+            session.set_enabled(True)
 
     def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self.tf.function(fn)
 
     def block(self, steps: int, hooks_on: bool) -> float:
-        it, step = self.it, self.step
+        it, step = self.it, self.steps[hooks_on]
         perf = time.perf_counter
         marks = [perf()]
         for _ in range(steps):
@@ -193,7 +202,7 @@ def make(tf: Any, kind: str, width: int, batch: int, session: Any, depth: int = 
     session.set_enabled(True)  # built as in a profiled run: datasets/iterators seen by the hooks
     if kind == "fit":
         return FitLoop(tf, width, batch, session)
-    return (GraphLoop if kind == "graph" else EagerLoop)(tf, width, batch, depth)
+    return (GraphLoop if kind == "graph" else EagerLoop)(tf, width, batch, depth, session)
 
 
 def calibrate(tf: Any, kind: str, target_s: float, session: Any) -> tuple[Workload, float]:
@@ -312,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control", action="store_true",
                     help="A/A run: both arms with the hooks off (the method's noise floor)")
     ap.add_argument("--quick", action="store_true", help="fewer pairs and start-up runs")
+    ap.add_argument("--signals", default=None,
+                    help="comma-separated signal kinds to turn on (default: all), e.g. to see one signal's share")
     ap.add_argument("--json", dest="json_path", help="write the results here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -326,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     print(f"{'workload':8} {'step':>5} {'width':>9} {'step off':>10} {'step on':>10} "
           f"{'ratio':>7} {'IQR':>15} {'stepwise':>8} {'target':>7}  verdict", flush=True)
-    with watch() as session:
+    with watch(signals=args.signals) as session:
         for ms in [int(s) for s in args.steps_ms.split(",") if s]:
             for kind in [w for w in args.workloads.split(",") if w]:
                 wl, measured = calibrate(tf, kind, ms / 1000.0, session)

@@ -98,6 +98,9 @@ FIXTURE_OPTIONS: dict[str, tuple[str, ...]] = {
     "clean_custom_loop.py": ("--fail-on", "all"),
     "clean_fit.py": ("--fail-on", "all"),
     "input_stall_fit.py": ("--logdir", "{out}/tb-input_stall_fit"),  # read back by test_tensorboard
+    "nan_inf_eager.py": ("--fail-on", "nan-inf"),
+    "loss_broadcast_clean.py": ("--fail-on", "all"),
+    "vanishing_gradient_loop.py": ("--logdir", "{out}/tb-vanishing"),  # loss and gradient-norm tags
 }
 
 

@@ -30,8 +30,26 @@ SIGNAL_FIXTURES = [
     "input_stall_shuffle.py",
     "memory_growth.py",
     "memory_loss_list.py",
+    # training health (details checked in test_fixtures_health.py)
+    "nan_inf_late.py",
+    "nan_inf_fit.py",
+    "nan_inf_eager.py",
+    "dead_parameter_fit.py",
+    "dead_parameter_loop.py",
+    "dead_parameter_untracked_loop.py",
+    "loss_stall_fit.py",
+    "loss_stall_loop.py",
+    "loss_broadcast_loop.py",
+    "loss_broadcast_eager.py",
+    "exploding_gradient_loop.py",
+    "exploding_gradient_fit.py",
+    "vanishing_gradient_loop.py",
+    "vanishing_gradient_fit.py",
 ]
 CLEAN_FIXTURES = ["clean_custom_loop.py", "clean_fit.py", "clean_fit_numpy.py", "clean_three_loops.py"]
+# clean twins of the training-health fixtures: no signal at all, every hook ran
+HEALTH_CLEAN_FIXTURES = ["nan_inf_late_clean.py", "dead_parameter_fit_clean.py", "loss_broadcast_clean.py",
+                         "deep_relu_clean.py"]
 
 
 def test_every_signal_kind_has_a_fixture():
@@ -253,4 +271,16 @@ def test_clean_fixture_reports_nothing(profiled, name):
     hooks = report["metrics"]["hooks"]
     assert all(hooks[kind]["status"] == "ok" for kind in SIGNAL_KINDS), hooks
     assert report["metrics"]["retraces"] == 0
+    assert not expected_signals(name)
+
+
+@pytest.mark.parametrize("name", HEALTH_CLEAN_FIXTURES)
+def test_training_health_clean_twin_reports_nothing(profiled, name):
+    run = profiled(name)
+    assert run.returncode == 0, run.explain()
+    report = run.report
+    assert report["signals"] == [], [s["message"] for s in report["signals"]]
+    hooks = report["metrics"]["hooks"]
+    assert all(hooks[kind]["status"] == "ok" for kind in SIGNAL_KINDS), hooks
+    assert report["metrics"]["loss"], "the loss series was recorded"
     assert not expected_signals(name)

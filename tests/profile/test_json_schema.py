@@ -23,6 +23,15 @@ REPORTED_RUNS = [
     "retrace_partial_batch.py",
     "crash.py",
     "exit_code.py",
+    # training health
+    "nan_inf_late.py",
+    "dead_parameter_fit.py",
+    "dead_parameter_loop.py",
+    "loss_stall_fit.py",
+    "loss_broadcast_loop.py",
+    "exploding_gradient_loop.py",
+    "vanishing_gradient_loop.py",
+    "nan_inf_eager.py",
 ]
 
 

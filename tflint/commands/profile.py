@@ -38,10 +38,12 @@ def build_parser():
     p.add_argument("--json", dest="json_path", metavar="PATH",
                    help="Also write the report as JSON (schema: docs/profile-json.md).")
     p.add_argument("--logdir", metavar="DIR",
-                   help="Write step time, input wait, retraces and memory as TensorBoard scalars under DIR/tflint.")
+                   help="Write step time, input wait, retraces, memory, loss and gradient norms as TensorBoard "
+                   "scalars under DIR/tflint.")
     p.add_argument("--fail-on", metavar="KINDS",
                    help="Comma-separated signal kinds (retrace, none-gradient, soft-placement, input-stall, "
-                   "memory-growth, or all) that make the exit status 3 when they fire.")
+                   "memory-growth; training health: nan-inf, dead-parameter, exploding-gradient, "
+                   "vanishing-gradient, loss-stall, loss-broadcast; or all) that make the exit status 3 when they fire.")
     live = p.add_mutually_exclusive_group()
     live.add_argument("--live", dest="live", action="store_true", default=None,
                       help="Show the live status line (default: when stderr is a terminal).")

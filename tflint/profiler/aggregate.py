@@ -8,6 +8,7 @@ and how to fix it.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -420,6 +421,71 @@ def _tag_worker(session: Any, metrics: dict[str, Any]) -> None:
         metrics.setdefault("aggregation_errors", []).append(f"worker tag: {type(exc).__name__}: {exc}")
 
 
+# ------------------------------------------------------------------------ training health
+def _health_hook_status(session: Any, out: dict[str, Any]) -> None:
+    """Status of the training-health kinds: the shared probe's, unless the kind's own failed."""
+    from tflint.profiler.report import TRAINING_HEALTH_KINDS
+
+    mon = getattr(session, "health", None)
+    base = mon.status_dict() if mon is not None else None
+    for kind in TRAINING_HEALTH_KINDS:
+        h = session.hooks.get(kind)
+        if kind not in session.signals:
+            out[kind] = {"status": "off", "reason": "not selected"}
+        elif h is None or base is None:
+            out[kind] = {"status": "unavailable", "reason": "not implemented in this tflint build"}
+        elif h.status != "ok":
+            out[kind] = h.status_dict()
+        elif base.get("status") != "ok":
+            out[kind] = {"status": base["status"], "reason": f"training-health probe: {base.get('reason')}"}
+        else:
+            out[kind] = {"status": "ok"}
+    if mon is not None and out.get("none-gradient", {}).get("status") == "unavailable" and base and base.get("status") == "ok":
+        for kind in TRAINING_HEALTH_KINDS:
+            if out[kind].get("status") == "ok":
+                out[kind] = {"status": "unavailable", "reason": "needs the GradientTape hook, which is unavailable"}
+
+
+def _health_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
+    """nan-inf, dead-parameter, exploding/vanishing gradients, loss stall and loss broadcasting,
+    each judged by its own module; the loss and gradient-norm series go into the metrics."""
+    mon = getattr(session, "health", None)
+    if mon is None:
+        return []
+    try:
+        mon.collect()
+    except Exception as exc:  # noqa: BLE001
+        mon.fail(exc, "final read")
+    def finite(pts: list[list[float]]) -> list[list[float]]:
+        # JSON has no NaN/Inf: non-finite points are left out (the nan-inf signal says when)
+        return [p for p in pts if math.isfinite(p[1])]
+
+    metrics["loss"] = finite(mon.loss.downsample(200))
+    metrics["grad_norm"] = {
+        "global": finite(mon.grad_norm.downsample(200)),
+        "layers": {lay: finite(s.downsample(100)) for lay, s in mon.layer_norms.items() if s is not None and len(s)},
+    }
+    from tflint.runtime import dead_params, grad_norms, loss_broadcast, loss_stall, nan_inf
+
+    out: list[Signal] = []
+    for kind, module in (("nan-inf", nan_inf), ("dead-parameter", dead_params), ("loss-stall", loss_stall),
+                         ("loss-broadcast", loss_broadcast)):
+        h = session.hooks.get(kind)
+        if kind not in session.signals or h is None or h.status != "ok":
+            continue
+        try:
+            out += module.signals(session)
+        except Exception as exc:  # noqa: BLE001 - this kind is lost, the others are kept
+            h.fail(exc, "judging the run")
+    try:
+        out += grad_norms.signals(session)
+    except Exception as exc:  # noqa: BLE001
+        for kind in ("exploding-gradient", "vanishing-gradient"):
+            if session.hooks.get(kind) is not None:
+                session.hooks[kind].fail(exc, "judging the run")
+    return [s for s in out if session.hooks.get(s.kind) is not None and session.hooks[s.kind].status == "ok"]
+
+
 # --------------------------------------------------------------------------------- main
 def build_report(session: Any, script: str = "<watch>", argv: list[str] | None = None,
                  exit_code: int | None = None, duration_s: float | None = None) -> Report:
@@ -455,6 +521,7 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
     signals += guarded(_input_signals, session, metrics)
     metrics.setdefault("input_wait_share", {"overall": None, "series": []})
     signals += guarded(_memory_signals, session, metrics)
+    signals += guarded(_health_signals, session, metrics)
 
     metrics["host_rss_bytes"] = session.store.series("host_rss_bytes").downsample(200)
     metrics["host_rss_source"] = session.memory.rss_source if session.memory is not None else None
@@ -471,6 +538,10 @@ def build_report(session: Any, script: str = "<watch>", argv: list[str] | None =
         pass
     metrics["gpu"] = session.gpu.summary() if session.gpu is not None else {"available": False, "reason": "not sampled"}
     metrics["hooks"] = _hook_status(session)
+    try:
+        _health_hook_status(session, metrics["hooks"])
+    except Exception as exc:  # noqa: BLE001
+        metrics.setdefault("aggregation_errors", []).append(f"training-health status: {type(exc).__name__}: {exc}")
     if st.overflow:
         metrics["dropped_records"] = dict(st.overflow)
 

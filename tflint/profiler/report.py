@@ -15,7 +15,11 @@ from typing import Any
 
 from tflint.atomic import write_atomic
 
-SIGNAL_KINDS = ("retrace", "none-gradient", "soft-placement", "input-stall", "memory-growth")
+SIGNAL_KINDS = ("retrace", "none-gradient", "soft-placement", "input-stall", "memory-growth",
+                # training health
+                "nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall",
+                "loss-broadcast")
+TRAINING_HEALTH_KINDS = SIGNAL_KINDS[5:]
 #: Kinds only a merged report (``tflint report merge``) has: they compare workers.
 MERGED_SIGNAL_KINDS = ("straggler",)
 SEVERITIES = ("error", "warning", "info")

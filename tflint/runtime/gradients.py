@@ -156,6 +156,12 @@ class GradientHook(Hook):
                                 break
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "GradientTape.gradient wrapper")
+                    health = hook.session.health
+                    if health is not None and health.active:  # hook point: training-health probe
+                        try:
+                            health.on_gradient(tape, target, sources, result, executing_eagerly())
+                        except Exception as exc:  # noqa: BLE001
+                            health.fail(exc, "GradientTape.gradient probe")
                 return result
 
             return gradient
@@ -183,6 +189,12 @@ class GradientHook(Hook):
                         hook.persistent_tapes.add(tape)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "GradientTape.__enter__ wrapper")
+                health = hook.session.health
+                if hook.active and health is not None and health.active:
+                    try:
+                        health.on_tape_enter(tape, executing_eagerly())
+                    except Exception as exc:  # noqa: BLE001
+                        health.fail(exc, "GradientTape.__enter__ probe")
                 return result
 
             return __enter__
@@ -221,6 +233,7 @@ class GradientHook(Hook):
                     hook._check_apply(opt, [g for g, _ in pairs], [v for _, v in pairs], "apply_gradients", len(grads_and_vars) == 0)
                 except Exception as exc:  # noqa: BLE001
                     hook.fail(exc, "optimizer.apply_gradients wrapper")
+                hook._health_apply(opt, grads_and_vars)
                 depth = getattr(tls, "depth", 0)
                 tls.depth = depth + 1
                 try:
@@ -246,6 +259,7 @@ class GradientHook(Hook):
                         hook._check_apply(opt, list(grads), list(tv) if isinstance(tv, (list, tuple)) else [], "apply", len(grads) == 0)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "optimizer.apply wrapper")
+                    hook._health_apply(opt, list(zip(grads, tv)) if isinstance(tv, (list, tuple)) else [])
                 tls.depth = depth + 2
                 try:
                     return orig(opt, grads, trainable_variables, *args, **kwargs)
@@ -259,6 +273,17 @@ class GradientHook(Hook):
 
         self.patch(cls, "apply_gradients", make_apply_gradients)
         self.patch(cls, "apply", make_apply)
+
+    def _health_apply(self, opt: Any, grads_and_vars: Any) -> None:
+        """Hook point: which variables the optimizer was given (dead-parameter, loss-stall)."""
+        health = self.session.health
+        if health is None or not health.active:
+            return
+        try:
+            pairs = [p for p in grads_and_vars if isinstance(p, (list, tuple)) and len(p) == 2]
+            health.on_apply(opt, [g for g, _ in pairs], [v for _, v in pairs])
+        except Exception as exc:  # noqa: BLE001
+            health.fail(exc, "optimizer probe")
 
     # ---------------------------------------------------------------------------------
     def _on_none(self, tape: Any, sources: Any, flat_grads: Any, nest: Any, eager: bool) -> None:

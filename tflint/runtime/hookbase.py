@@ -42,6 +42,13 @@ _DEBUG_FAIL_HANDLERS = {
     "input-stall": "_on_eager_wait",
     "memory-growth": "sample",
     "steps": "_tick",
+    "training-health": "_read_probes",
+    "nan-inf": "tracked_tensors",
+    "dead-parameter": "snapshot",
+    "exploding-gradient": "judge",
+    "vanishing-gradient": "judge",
+    "loss-stall": "judge",
+    "loss-broadcast": "check_target",
 }
 
 

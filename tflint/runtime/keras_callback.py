@@ -46,6 +46,25 @@ class KerasCallback(keras.callbacks.Callback):
             self.session = ProfileSession(signals=self._signals, live=self._live)
         self.session.__enter__()
         self._own = True
+        self._check_model()
+
+    def _check_model(self) -> None:
+        """A model that trains with no trainable variables (fit binds ``train_step`` before
+        ``on_train_begin``, so an owned session checks the model here)."""
+        s = self.session
+        dead = s.hooks.get("dead-parameter") if s is not None else None
+        model = getattr(self, "model", None)
+        if dead is None or not dead.active or model is None:
+            return
+        try:
+            if not getattr(model, "built", False):
+                from tflint.runtime.dead_params import untracked_variables
+
+                if not untracked_variables(model):
+                    return  # not built yet: its weights may simply not exist yet
+            dead._on_train_step(model)
+        except Exception as exc:  # noqa: BLE001
+            dead.fail(exc, "Keras callback model check")
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         s = self.session

@@ -9,17 +9,17 @@ first sample taken after TensorFlow's runtime is initialised (never earlier: tha
 script from configuring its devices at start-up).
 
 The trend (``analyze``) drops the warm-up, downsamples, and combines a Theil–Sen slope with a
-Mann–Kendall test and a magnitude gate, so a clean run's slow creep, allocator steps and single
+Mann–Kendall test (``tflint.profiler.stats``) and a magnitude gate, so a clean run's slow creep, allocator steps and single
 spikes are not reported as growth.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any
 
+from tflint.profiler import stats as _stats
 from tflint.runtime.hookbase import Hook
 
 KIND = "memory-growth"
@@ -178,48 +178,9 @@ class MemorySampler(Hook):
 
 
 # ---------------------------------------------------------------------------- trend
-def theil_sen(xs: list[float], ys: list[float]) -> float:
-    slopes = []
-    n = len(xs)
-    for i in range(n):
-        xi, yi = xs[i], ys[i]
-        for j in range(i + 1, n):
-            dx = xs[j] - xi
-            if dx:
-                slopes.append((ys[j] - yi) / dx)
-    if not slopes:
-        return 0.0
-    slopes.sort()
-    m = len(slopes)
-    return slopes[m // 2] if m % 2 else 0.5 * (slopes[m // 2 - 1] + slopes[m // 2])
-
-
-def mann_kendall_z(ys: list[float]) -> float:
-    n = len(ys)
-    if n < 3:
-        return 0.0
-    s = 0
-    for i in range(n):
-        yi = ys[i]
-        for j in range(i + 1, n):
-            d = ys[j] - yi
-            s += (d > 0) - (d < 0)
-    # variance with tie correction
-    counts: dict[float, int] = {}
-    for y in ys:
-        counts[y] = counts.get(y, 0) + 1
-    var = n * (n - 1) * (2 * n + 5)
-    for t in counts.values():
-        if t > 1:
-            var -= t * (t - 1) * (2 * t + 5)
-    var /= 18.0
-    if var <= 0:
-        return 0.0
-    if s > 0:
-        return (s - 1) / math.sqrt(var)
-    if s < 0:
-        return (s + 1) / math.sqrt(var)
-    return 0.0
+# the estimators live in the shared statistics module; these names are kept for callers
+theil_sen = _stats.theil_sen
+mann_kendall_z = _stats.mann_kendall_z
 
 
 def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: int = 200) -> dict[str, Any]:

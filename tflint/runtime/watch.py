@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from tflint.profiler.report import SIGNAL_KINDS
+from tflint.runtime.health import HEALTH_KINDS
 from tflint.runtime.store import Store
 
 _ACTIVE: "ProfileSession | None" = None
@@ -63,6 +64,7 @@ class ProfileSession:
         self.retrace: Any = None
         self.gradients: Any = None
         self.distribute: Any = None
+        self.health: Any = None
 
     # -- construction -------------------------------------------------------------------
     def _build(self) -> None:
@@ -79,10 +81,14 @@ class ProfileSession:
             from tflint.runtime.retrace import RetraceHook
 
             self.retrace = self.hooks["retrace"] = RetraceHook(self)
-        if "none-gradient" in self.signals:
+        health_kinds = [k for k in HEALTH_KINDS if k in self.signals]
+        if "none-gradient" in self.signals or health_kinds:
             from tflint.runtime.gradients import GradientHook
 
+            # the tape/optimizer wrappers also feed the training-health probe
             self.gradients = self.hooks["none-gradient"] = GradientHook(self)
+        if health_kinds:
+            self._build_health(health_kinds)
         if "input-stall" in self.signals:
             try:
                 from tflint.runtime.input import InputHook
@@ -108,9 +114,26 @@ class ProfileSession:
             self.distribute = DistributeHook(self)
         self._built = True
 
+    def _build_health(self, kinds: list[str]) -> None:
+        from tflint.runtime.dead_params import DeadParameterHook
+        from tflint.runtime.grad_norms import ExplodingGradientHook, VanishingGradientHook
+        from tflint.runtime.health import HealthMonitor
+        from tflint.runtime.loss_broadcast import LossBroadcastHook
+        from tflint.runtime.loss_stall import LossStallHook
+        from tflint.runtime.nan_inf import NanInfHook
+
+        classes = {"nan-inf": NanInfHook, "dead-parameter": DeadParameterHook,
+                   "exploding-gradient": ExplodingGradientHook, "vanishing-gradient": VanishingGradientHook,
+                   "loss-stall": LossStallHook, "loss-broadcast": LossBroadcastHook}
+        self.health = HealthMonitor(self)
+        for k in kinds:
+            self.hooks[k] = classes[k](self)
+
     def _all_hooks(self) -> list[Any]:
         hs = [self.steps, self.memory, self.gpu]
         hs += [h for k, h in self.hooks.items() if h is not self.memory]
+        if self.health is not None:
+            hs.append(self.health)
         if self.distribute is not None:
             hs.append(self.distribute)
         return hs
@@ -198,6 +221,7 @@ class ProfileSession:
             (self.gpu, "sample", "per-step GPU sample"),
             (self.input, "on_step", "per-step input-wait window"),
             (self.placement, "on_step", "per-step placement check"),
+            (self.health, "on_step", "per-step training-health sample"),
         ):
             if hook is not None and hook.active:
                 try:

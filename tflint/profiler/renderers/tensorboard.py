@@ -2,7 +2,9 @@
 
 Tags (all under ``tflint/``): ``step_time_s``, ``input_wait_share``, ``retraces`` (cumulative
 count), ``host_rss_bytes`` and ``device_memory_bytes`` (TensorFlow's allocator; one tag per
-device when there are several, ``device_memory_bytes/GPU:0``). Series are written point by point at their step; a single
+device when there are several, ``device_memory_bytes/GPU:0``), ``loss`` (the training loss as
+the in-graph probe saw it) and ``grad_norm`` (global gradient norm; ``grad_norm/<layer>`` per
+layer). Series are written point by point at their step; a single
 figure is written at the run's last step. Point ``tensorboard --logdir DIR`` at the same
 directory as the training's own summaries and tflint's curves appear as the ``tflint`` run.
 
@@ -50,6 +52,13 @@ def scalar_points(report: Report) -> dict[str, list[tuple[int, float]]]:
         metric_scalar(m.get("input_wait_share")))
     put("retraces", series_values(m.get("retraces_series")), metric_scalar(m.get("retraces"), ("total",)))
     put("host_rss_bytes", metric_series(m.get("host_rss_bytes")))
+    # training health: the loss and the gradient norms (global, and per layer)
+    put("loss", metric_series(m.get("loss")))
+    gn = m.get("grad_norm") if isinstance(m.get("grad_norm"), dict) else {}
+    put("grad_norm", metric_series(gn.get("global")))
+    layers = gn.get("layers") if isinstance(gn.get("layers"), dict) else {}
+    for layer, series in layers.items():
+        put(f"grad_norm/{layer}", metric_series(series))
     devices = device_memory(m.get("device_memory_bytes"))
     for dev, entry in devices.items():
         tag = "device_memory_bytes" if len(devices) == 1 else f"device_memory_bytes/{dev}"

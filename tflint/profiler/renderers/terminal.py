@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tflint.profiler.renderers import device_memory, metric_scalar, metric_series
-from tflint.profiler.report import MERGED_SIGNAL_KINDS, SIGNAL_KINDS
+from tflint.profiler.report import MERGED_SIGNAL_KINDS, SIGNAL_KINDS, TRAINING_HEALTH_KINDS
 
 if TYPE_CHECKING:
     from tflint.profiler.report import Report, Signal
@@ -28,6 +28,13 @@ _TITLES = {
     "soft-placement": "Soft-placement fallbacks",
     "input-stall": "Input stalls",
     "memory-growth": "Memory growth",
+    # training health
+    "nan-inf": "Training health: NaN/Inf",
+    "dead-parameter": "Training health: dead parameters",
+    "exploding-gradient": "Training health: exploding gradients",
+    "vanishing-gradient": "Training health: vanishing gradients",
+    "loss-stall": "Training health: loss stall",
+    "loss-broadcast": "Training health: loss broadcasting",
     "straggler": "Stragglers",
 }
 # details keys shown as the "cause" and "fix" columns, first match wins
@@ -178,6 +185,9 @@ class TerminalRenderer:
         charts = self._charts(report)
         if charts is not None:
             out.append(charts)
+        health = _training_health_charts(report)
+        if health is not None:
+            out.append(health)
         hooks = self._hook_lines(report)
         if hooks is not None:
             out.append(hooks)
@@ -228,6 +238,7 @@ class TerminalRenderer:
                 word = Text("✓ OK", style="green")
                 note = Text("")
             rows.append((Text(kind, style="bold"), word, note))
+        rows = _group_training_health(rows)
         table = Table.grid(padding=(0, 2), expand=False)
         table.add_column(no_wrap=True, min_width=max(len(r[0]) for r in rows))
         table.add_column(no_wrap=True, min_width=max(len(r[1]) for r in rows))
@@ -353,6 +364,45 @@ class TerminalRenderer:
 def _kinds(report: Report) -> list[str]:
     """Every profile kind, and the merged-report kinds (stragglers) the report has."""
     return list(SIGNAL_KINDS) + [k for k in MERGED_SIGNAL_KINDS if report.signals_of(k)]
+
+
+# ------------------------------------------------------------------------ training health
+def _group_training_health(rows: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """Summary rows with a "Training health" heading before the training-health kinds."""
+    from rich.text import Text
+
+    out = []
+    headed = False
+    for row in rows:
+        if not headed and row[0].plain in TRAINING_HEALTH_KINDS:
+            out.append((Text("Training health", style="bold underline"), Text(""), Text("")))
+            headed = True
+        out.append(row)
+    return out
+
+
+def _training_health_charts(report: Report) -> Any:
+    """Loss and global gradient norm over the run, as sparklines."""
+    from rich.table import Table
+
+    m = report.metrics
+    rows = []
+    loss = [y for _, y in metric_series(m.get("loss")) if y == y and abs(y) != float("inf")]
+    if loss:
+        rows.append(("loss", sparkline(loss), f"{loss[0]:.4g} → {loss[-1]:.4g}"))
+    gn = m.get("grad_norm") if isinstance(m.get("grad_norm"), dict) else {}
+    norms = [y for _, y in metric_series(gn.get("global")) if y == y and abs(y) != float("inf")]
+    if norms:
+        rows.append(("gradient norm", sparkline(norms), f"{norms[0]:.3g} → {norms[-1]:.3g} (max {max(norms):.3g})"))
+    if not rows:
+        return None
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(no_wrap=True, style="cyan")
+    grid.add_column(overflow="fold")
+    for row in rows:
+        grid.add_row(*row)
+    return grid
 
 
 def _isatty(file: Any) -> bool:

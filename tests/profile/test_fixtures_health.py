@@ -1,0 +1,162 @@
+"""Training-health fixtures under the real profiler: the right step, tensor, op, line, variable,
+cause and rule code for each kind (the kind/line contract itself is in test_fixtures_profile.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.profile.conftest import expected_signals
+
+
+def _only(run, kind):
+    found = run.signals(kind)
+    assert len(found) == 1, (kind, [s["message"] for s in run.signals()], run.explain()[-3000:])
+    return found[0]
+
+
+def _line(name, kind):
+    return expected_signals(name)[kind][0]
+
+
+def test_late_nan_is_localised_to_the_log_op_and_its_line(profiled):
+    name = "nan_inf_late.py"
+    s = _only(profiled(name), "nan-inf")
+    d = s["details"]
+    # scale starts at 3.0 and SGD(0.01) removes 0.01 per step: log(0) near step 300
+    assert 280 <= d["step"] <= 320, d
+    assert d["tensor"] == "the loss"
+    assert d["localised"] is True and d["op"] == "Log" and d["backward"] is False
+    assert "log of zero" in d["cause"]
+    assert Path(s["location"]["file"]).name == name and s["location"]["line"] == _line(name, "nan-inf")
+    assert f"at step {d['step']}" in s["message"] and "`Log`" in s["message"]
+    # the loss series stops at the NaN (non-finite points are left out of the JSON)
+    loss = profiled(name).report["metrics"]["loss"]
+    assert loss and max(x for x, _ in loss) < d["step"] + 8
+
+
+def test_nan_in_a_fit_loss_function_is_localised_to_the_users_line(profiled):
+    name = "nan_inf_fit.py"
+    s = _only(profiled(name), "nan-inf")
+    d = s["details"]
+    assert d["op"] == "Log" and d["localised"] and "log of zero" in d["cause"]
+    assert s["location"]["line"] == _line(name, "nan-inf")
+    assert d["step"] >= 1
+
+
+def test_eager_nan_names_step_and_tensor_without_an_op(profiled):
+    s = _only(profiled("nan_inf_eager.py"), "nan-inf")
+    d = s["details"]
+    assert d["localised"] is False and d["op"] is None
+    assert d["tensor"] == "the loss" and d["step"] >= 1
+
+
+def test_untracked_tf_variables_on_a_keras3_model_are_named(profiled):
+    name = "dead_parameter_fit.py"
+    run = profiled(name)
+    s = _only(run, "dead-parameter")
+    d = s["details"]
+    assert d["reason"] == "no-trainable-variables" and d["model"] == "Linear"
+    assert [u["attribute"] for u in d["untracked"]] == ["w", "b"]
+    assert d["rule"] == "TFL608"
+    assert "add_weight" in s["message"] and "`self.w`" in s["message"]
+    # the loss really did not move: the premise of the finding
+    losses = [float(x) for x in run.stdout.split("[", 1)[1].rstrip().rstrip("]").split(",")]
+    assert len(set(losses)) == 1, losses
+
+
+def test_untracked_model_in_a_custom_loop(profiled):
+    s = _only(profiled("dead_parameter_untracked_loop.py"), "dead-parameter")
+    assert s["details"]["reason"] == "no-trainable-variables"
+    assert "empty list of variables" in s["message"]
+
+
+def test_gradient_always_zero_names_the_variable(profiled):
+    run = profiled("dead_parameter_loop.py")
+    s = _only(run, "dead-parameter")
+    d = s["details"]
+    assert d["variables"] == ["gate"] and d["reason"] == "gradient-zero"
+    assert "gate -5.0" in run.stdout  # it really never moved
+
+
+def test_one_unit_softmax_stall_and_dead_parameters(profiled):
+    run = profiled("loss_stall_fit.py")
+    stall = _only(run, "loss-stall")
+    kinds = {c["kind"] for c in stall["details"]["causes"]}
+    assert "one-unit-softmax" in kinds and "all-zero" in kinds
+    assert stall["details"]["relative_change"] < 0.01
+    dead = _only(run, "dead-parameter")
+    assert dead["details"]["reason"] == "gradient-zero" and len(dead["details"]["variables"]) == 4
+
+
+def test_tiny_learning_rate_stall(profiled):
+    s = _only(profiled("loss_stall_loop.py"), "loss-stall")
+    assert {c["kind"] for c in s["details"]["causes"]} == {"lr-tiny"}
+    assert s["details"]["steps"] >= 100
+    assert "learning rate" in s["message"]
+
+
+@pytest.mark.parametrize("name,shapes", [("loss_broadcast_loop.py", [[64, 1], [64]]),
+                                         ("loss_broadcast_eager.py", [[64], [64, 1]])])
+def test_loss_broadcast_names_op_shapes_and_line(profiled, name, shapes):
+    s = _only(profiled(name), "loss-broadcast")
+    d = s["details"]
+    assert d["op"] == "Sub" and d["shapes"] == shapes and d["result_shape"] == [64, 64]
+    assert d["rule"] == "TFL606" and d["eager"] is (name.endswith("eager.py"))
+    assert s["location"]["line"] == _line(name, "loss-broadcast")
+
+
+@pytest.mark.parametrize("name,layer", [("exploding_gradient_loop.py", "dense"),
+                                        ("exploding_gradient_fit.py", "sequential/dense")])
+def test_exploding_gradient_step_and_layer(profiled, name, layer):
+    s = _only(profiled(name), "exploding-gradient")
+    d = s["details"]
+    assert d["norm"] > 1e4 and d["layer"] == layer
+    assert 8 <= d["step"] <= 40
+    assert d["growth"] is None or d["growth"] > 1e3
+
+
+@pytest.mark.parametrize("name", ["vanishing_gradient_loop.py", "vanishing_gradient_fit.py"])
+def test_vanishing_gradient_names_first_and_last_layer(profiled, name):
+    s = _only(profiled(name), "vanishing-gradient")
+    d = s["details"]
+    assert d["first_layer"] == "sequential/dense" and d["last_layer"] == "sequential/dense_12"
+    assert d["median_ratio"] < 1e-3 and d["share_below"] >= 0.8
+
+
+def test_grad_norm_series_in_the_report(profiled):
+    m = profiled("vanishing_gradient_loop.py").report["metrics"]
+    assert len(m["grad_norm"]["global"]) >= 4
+    assert "sequential/dense" in m["grad_norm"]["layers"] and "sequential/dense_12" in m["grad_norm"]["layers"]
+
+
+
+def test_fail_on_a_training_health_kind(profiled):
+    assert profiled("nan_inf_eager.py").returncode == 3  # --fail-on nan-inf, the script exited 0
+    assert profiled("loss_broadcast_clean.py").returncode == 0  # --fail-on all, nothing found
+
+
+def test_terminal_groups_training_health(profiled):
+    err = profiled("loss_broadcast_loop.py").stderr
+    lines = err.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Training health"))
+    after = [line.split()[0] for line in lines[head + 1:head + 7] if line.strip()]
+    assert after == ["nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall",
+                     "loss-broadcast"], lines[head:head + 8]
+    assert "Training health: loss broadcasting" in err
+    assert any(line.startswith("loss ") for line in lines) and any(line.startswith("gradient norm") for line in lines)
+
+
+def test_tensorboard_loss_and_gradient_norms(profiled):
+    import os
+
+    from tests.profile.test_tensorboard import _logdir, _read_scalars
+
+    run = profiled("vanishing_gradient_loop.py")
+    scalars = _read_scalars(os.path.join(_logdir(run), "tflint"))
+    m = run.report["metrics"]
+    assert "tflint/loss" in scalars and "tflint/grad_norm" in scalars, sorted(scalars)
+    for x, y in m["loss"]:
+        assert scalars["tflint/loss"][int(x)] == pytest.approx(y, rel=1e-6)
+    assert "tflint/grad_norm/sequential/dense" in scalars

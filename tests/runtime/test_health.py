@@ -1,0 +1,252 @@
+"""Training health on real TensorFlow, in process: statistics, the loss-shape check, eager and
+tf.function NaN detection, the Keras callback, self-disabling hooks and exact restoration."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from tflint.profiler import stats
+from tflint.runtime.loss_broadcast import broadcast_bug
+from tflint.runtime.loss_stall import LossStallHook
+from tflint.runtime.store import Series
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from keras.src.backend.tensorflow.trainer import TensorFlowTrainer  # noqa: E402
+from tensorflow.python.eager import backprop, context  # noqa: E402
+
+from tflint.runtime import KerasCallback, watch  # noqa: E402
+
+
+# ------------------------------------------------------------------------------ statistics
+def _theil_sen_reference(xs, ys):
+    slopes = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i, j in itertools.combinations(range(len(xs)), 2)
+                    if xs[j] != xs[i])
+    if not slopes:
+        return 0.0
+    m = len(slopes)
+    return slopes[m // 2] if m % 2 else 0.5 * (slopes[m // 2 - 1] + slopes[m // 2])
+
+
+def _mk_reference(ys):
+    n = len(ys)
+    if n < 3:
+        return 0.0
+    s = sum((ys[j] > ys[i]) - (ys[j] < ys[i]) for i, j in itertools.combinations(range(n), 2))
+    counts = {}
+    for y in ys:
+        counts[y] = counts.get(y, 0) + 1
+    var = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in counts.values())) / 18.0
+    if var <= 0 or s == 0:
+        return 0.0
+    return (s - 1) / math.sqrt(var) if s > 0 else (s + 1) / math.sqrt(var)
+
+
+def test_theil_sen_and_mann_kendall_match_the_textbook_definitions():
+    rnd = random.Random(1)
+    for _ in range(200):
+        n = rnd.randint(0, 40)
+        xs = sorted(rnd.sample(range(500), n))
+        if rnd.random() < 0.3:
+            xs = [x // 9 for x in xs]  # repeated x: pairs with dx = 0 are skipped
+        ys = [rnd.choice([rnd.random(), 1.0, 2.0]) for _ in xs]  # with ties
+        assert stats.theil_sen(xs, ys) == pytest.approx(_theil_sen_reference(xs, ys), abs=1e-12)
+        assert stats.mann_kendall_z(ys) == pytest.approx(_mk_reference(ys), abs=1e-12)
+
+
+def test_theil_sen_ignores_spikes_and_relative_change():
+    xs = list(range(100))
+    ys = [10.0 + 0.5 * x for x in xs]
+    ys[40] = 1e9  # one spike
+    assert stats.theil_sen(xs, ys) == pytest.approx(0.5)
+    flat = stats.relative_change(xs, [5.0 + (i % 2) * 0.01 for i in xs])
+    assert flat["relative"] < 0.01
+    assert stats.l2_norm([3.0, 4.0]) == 5.0 and stats.combine_norms([3.0, 4.0]) == 5.0
+    assert stats.l2_norm(np.full(4, 60000.0, np.float16)) == pytest.approx(120000.0)  # no float16 overflow
+
+
+def test_memory_trend_uses_the_shared_statistics():
+    from tflint.runtime import memory
+
+    assert memory.theil_sen is stats.theil_sen and memory.mann_kendall_z is stats.mann_kendall_z
+    grow = [(i, 100e6 + i * 1e6) for i in range(100)]
+    assert memory.analyze(grow)["growth"] is True
+    assert memory.analyze([(i, 100e6 + (i % 7) * 1e5) for i in range(100)])["growth"] is False
+
+
+# ------------------------------------------------------------------------------- judgements
+def test_broadcast_pattern():
+    assert broadcast_bug([32], [32, 1]) and broadcast_bug([None, 1], [None])
+    assert not broadcast_bug([32, 1], [1, 32])  # same rank: explicit pairwise broadcasting
+    assert not broadcast_bug([16], [32, 16])  # a bias added to a batch
+    assert not broadcast_bug([1], [32, 1]) and not broadcast_bug([32, 1], [32, 1])
+    assert not broadcast_bug([], [32, 1])  # a scalar
+
+
+def test_loss_stall_judgement():
+    judge = LossStallHook.__new__(LossStallHook).judge
+    steps = range(0, 400, 8)
+    assert judge([(s, 2.0 + 0.001 * ((s // 8) % 3)) for s in steps]) is not None  # flat, noisy
+    assert judge([(s, 2.0 - 0.004 * s) for s in steps]) is None  # decreasing
+    # converged in the first 20% and then flat: not a stall
+    assert judge([(s, max(0.5, 3.0 - 0.05 * s)) for s in steps]) is None
+    assert judge([(s, 1e-9) for s in steps]) is None  # already fitted
+    assert judge([(s, float("nan")) for s in steps]) is None  # nan-inf's business
+    assert judge([(s, 2.0) for s in range(0, 30, 8)]) is None  # too short
+
+
+def test_exploding_and_vanishing_judgements():
+    from tflint.runtime.grad_norms import ExplodingGradientHook, VanishingGradientHook
+
+    class Health:
+        def __init__(self):
+            self.grad_norm = Series(400)
+            self.layer_norms = {}
+            self.layer_order = []
+
+    h = Health()
+    for i, lay in enumerate(["l0", "l1", "l2"]):
+        h.layer_order.append(lay)
+        h.layer_norms[lay] = Series(400)
+    for s in range(0, 200, 8):
+        h.grad_norm.add(s, 1.0 + 0.01 * s)
+        h.layer_norms["l0"].add(s, 1e-6)
+        h.layer_norms["l1"].add(s, 0.1)
+        h.layer_norms["l2"].add(s, 1.0)
+    assert ExplodingGradientHook.__new__(ExplodingGradientHook).judge(h) is None
+    v = VanishingGradientHook.__new__(VanishingGradientHook).judge(h)
+    assert v["first_layer"] == "l0" and v["last_layer"] == "l2" and v["median_ratio"] == pytest.approx(1e-6)
+    h2 = Health()
+    for s in range(0, 200, 8):
+        h2.grad_norm.add(s, 2.0 ** (s / 8))
+    e = ExplodingGradientHook.__new__(ExplodingGradientHook).judge(h2)
+    assert e["norm"] > 1e4 and e["step"] == 112  # 2**14 is the first sample above 1e4
+
+
+# ------------------------------------------------------------------------------ real runs
+def _nan_function_run():
+    w = tf.Variable(tf.fill([4, 1], 1.0), name="w")
+    opt = keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = -tf.reduce_mean(tf.sqrt(tf.matmul(x, w)))  # w grows: finite until x is 0
+        grads = tape.gradient(loss, [w])
+        opt.apply_gradients(zip(grads, [w]))
+        return loss
+
+    losses = []
+    for i in range(40):
+        x = tf.ones([8, 4]) * (1.0 if i < 30 else 0.0)  # sqrt(0): its gradient is infinite at step 31
+        losses.append(float(step(x)))
+    return losses
+
+
+def test_nan_from_a_gradient_is_localised_to_the_backward_op():
+    with watch() as s:
+        losses = _nan_function_run()
+    sig = [x for x in s.report().signals if x.kind == "nan-inf"]
+    assert len(sig) == 1, [x.message for x in s.report().signals]
+    d = sig[0].details
+    assert d["step"] == 31
+    assert d["tensor"] == "the gradient of w"
+    assert d["op"] == "SqrtGrad" and d["backward"] is True and d["forward_op"] == "Sqrt"
+    assert "square root" in d["cause"]
+    assert sig[0].location.file == __file__
+    # the user's run is unchanged by the probe
+    assert losses[:30] == _nan_function_run()[:30]
+
+
+def test_eager_nan_records_step_and_variable_state():
+    w = tf.Variable([1.0, 1.0], name="w")
+    with watch(signals={"nan-inf"}) as s:
+        for i in range(5):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.math.log(w - (1.0 if i == 3 else 0.0)))
+            tape.gradient(loss, [w])
+    (sig,) = [x for x in s.report().signals if x.kind == "nan-inf"]
+    assert sig.details["step"] == 4 and sig.details["tensor"] == "the loss" and not sig.details["localised"]
+
+
+def test_failing_training_health_hook_disables_itself(monkeypatch):
+    monkeypatch.setenv("TFLINT_DEBUG_FAIL_HOOK", "nan-inf,loss-stall")
+    with watch() as s:
+        losses = _nan_function_run()
+    rep = s.report()
+    hooks = rep.metrics["hooks"]
+    assert hooks["nan-inf"]["status"] == "failed" and "forced failure" in hooks["nan-inf"]["reason"]
+    assert hooks["loss-stall"]["status"] == "failed"
+    assert hooks["dead-parameter"]["status"] == "ok" and hooks["loss-broadcast"]["status"] == "ok"
+    assert not [x for x in rep.signals if x.kind in ("nan-inf", "loss-stall")]
+    assert math.isnan(losses[-1]) and losses[:30] == _nan_function_run()[:30]
+
+
+def test_keras_callback_reports_untracked_variables_and_restores():
+    before_tape = dict(backprop.GradientTape.__dict__)
+    before_step = TensorFlowTrainer.__dict__["train_step"]
+    before_callbacks = list(context.context().op_callbacks)
+
+    class Plain(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones([3, 1]))
+
+        def call(self, x):
+            return tf.matmul(x, self.w)
+
+    model = Plain()
+    model.compile(optimizer="sgd", loss="mse")
+    cb = KerasCallback()
+    x = np.ones((32, 3), np.float32)
+    with pytest.warns(UserWarning, match="does not have any trainable weights"):
+        model.fit(x, x[:, :1], epochs=2, batch_size=8, verbose=0, callbacks=[cb])
+    (sig,) = [x for x in cb.report.signals if x.kind == "dead-parameter"]
+    assert sig.details["reason"] == "no-trainable-variables"
+    assert [u["attribute"] for u in sig.details["untracked"]] == ["w"]
+    assert sig.location.file == __file__
+    assert dict(backprop.GradientTape.__dict__) == before_tape
+    assert TensorFlowTrainer.__dict__["train_step"] is before_step
+    assert list(context.context().op_callbacks) == before_callbacks
+
+
+def test_clean_eager_loop_reports_no_training_health_finding():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    opt = keras.optimizers.Adam(1e-2)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((64, 8)).astype(np.float32))
+    y = tf.reduce_sum(x, axis=1, keepdims=True)
+    with watch() as s:
+        for _ in range(120):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((model(x) - y) ** 2)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+    rep = s.report()
+    assert [x.kind for x in rep.signals if x.kind != "input-stall"] == [], [x.message for x in rep.signals]
+    assert len(rep.metrics["loss"]) >= 10 and rep.metrics["loss"][-1][1] < rep.metrics["loss"][0][1]
+    assert rep.metrics["grad_norm"]["global"]
+
+
+def test_dead_parameter_with_none_gradient_names_the_static_rule():
+    w = tf.Variable(1.0, name="w")
+    v = tf.Variable(2.0, name="v")
+    opt = keras.optimizers.SGD(0.01)
+    with watch() as s:
+        for _ in range(24):
+            y = v * 3.0  # computed before the tape: v's gradient is None
+            with tf.GradientTape() as tape:
+                loss = w * w + y
+            grads = tape.gradient(loss, [w, v])
+            opt.apply_gradients([(g, x) for g, x in zip(grads, [w, v]) if g is not None])
+    assert float(v) == 2.0 and float(w) != 1.0
+    (sig,) = [x for x in s.report().signals if x.kind == "dead-parameter"]
+    d = sig.details
+    assert d["variables"] == ["v"] and d["reason"] == "gradient-none" and d["rule"] == "TFL302"
+    assert sig.location.file == __file__

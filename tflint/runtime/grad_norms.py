@@ -1,0 +1,139 @@
+"""``exploding-gradient`` and ``vanishing-gradient``: judged on the sampled global and per-layer
+gradient norms that :mod:`tflint.runtime.health` collects (one sum of squares per gradient per
+step inside the graph, read every ``SAMPLE_EVERY`` steps; numpy every few steps eagerly).
+
+* exploding: the global norm exceeds ``EXPLODE_ABS`` or grows ``EXPLODE_GROWTH``-fold over the
+  run (its robust level at the end against the start, so one spike is not enough); the report
+  names the first sampled step and the layer with the largest norm there;
+* vanishing: the first trainable layer's norm stays below ``VANISH_RATIO`` × the last layer's
+  on most (``VANISH_SHARE``) of the sampled steps (AutoTrainer's criterion), the last layer's
+  norm being non-negligible.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tflint.runtime.hookbase import Hook
+
+EXPLODE_ABS = 1e4
+EXPLODE_GROWTH = 1e3
+VANISH_RATIO = 1e-3
+VANISH_SHARE = 0.8
+MIN_POINTS = 4
+
+
+class ExplodingGradientHook(Hook):
+    kind = "exploding-gradient"
+
+    def _install(self) -> None:
+        pass
+
+    def judge(self, health: Any) -> dict[str, Any] | None:
+        # non-finite norms are the nan-inf signal's business: judged on the finite ones
+        pts = [(x, y) for x, y in health.grad_norm.downsample(400) if math.isfinite(y)]
+        if len(pts) < MIN_POINTS:
+            return None
+        first = next(((x, y) for x, y in pts if y > EXPLODE_ABS), None)
+        k = max(1, len(pts) // 10)
+        head = sorted(y for _, y in pts[:k] if math.isfinite(y))
+        tail = sorted(y for _, y in pts[-k:])
+        start = head[len(head) // 2] if head else None
+        end = tail[len(tail) // 2] if tail else None
+        growth = (end / start) if start and end is not None and start > 0 and math.isfinite(end) else None
+        if first is None and not (growth is not None and growth >= EXPLODE_GROWTH):
+            return None
+        if first is None:
+            first = next((x, y) for x, y in pts if y >= start * EXPLODE_GROWTH ** 0.5)
+        step, value = first
+        layer = None
+        best = -1.0
+        for lay, series in health.layer_norms.items():
+            if series is None:
+                continue
+            for x, y in series.downsample(400):
+                if x == step:
+                    v = y if math.isfinite(y) else float("inf")
+                    if v > best:
+                        best, layer = v, lay
+        return {"step": int(step), "norm": value, "start_norm": start, "end_norm": end, "growth": growth, "layer": layer,
+                "threshold": EXPLODE_ABS}
+
+
+class VanishingGradientHook(Hook):
+    kind = "vanishing-gradient"
+
+    def _install(self) -> None:
+        pass
+
+    def judge(self, health: Any) -> dict[str, Any] | None:
+        layers = [lay for lay in health.layer_order if health.layer_norms.get(lay) is not None]
+        if len(layers) < 3:
+            return None
+        first_l, last_l = layers[0], layers[-1]
+        a = dict((x, y) for x, y in health.layer_norms[first_l].downsample(400))
+        b = dict((x, y) for x, y in health.layer_norms[last_l].downsample(400))
+        common = sorted(set(a) & set(b))
+        if len(common) < MIN_POINTS:
+            return None
+        ratios = []
+        for x in common:
+            if b[x] > 1e-8 and math.isfinite(b[x]) and math.isfinite(a[x]):
+                ratios.append(a[x] / b[x])
+        if len(ratios) < MIN_POINTS:
+            return None
+        below = sum(1 for r in ratios if r < VANISH_RATIO)
+        if below < VANISH_SHARE * len(ratios):
+            return None
+        ratios.sort()
+        return {"first_layer": first_l, "last_layer": last_l, "median_ratio": ratios[len(ratios) // 2],
+                "share_below": below / len(ratios), "samples": len(ratios), "threshold": VANISH_RATIO}
+
+
+def _judged(hook: Any, mon: Any) -> dict[str, Any] | None:
+    if hook.status != "ok":
+        return None
+    try:
+        return hook.judge(mon)
+    except Exception as exc:  # noqa: BLE001 - this kind is not measured; the other is kept
+        hook.fail(exc, "judging the gradient norms")
+        return None
+
+
+def signals(session: Any) -> list[Any]:
+    from tflint.profiler.report import Location, Signal
+
+    mon = session.health
+    if mon is None:
+        return []
+    out = []
+    site = None
+    if mon.probes and mon.probes[-1].site:
+        site = mon.probes[-1].site
+    elif session.steps is not None and session.steps.primary is not None:
+        site = session.steps.primary.site  # eager loops: where the steps were counted
+    loc = Location(str(site[0]), int(site[1])) if site else None
+    ex = session.hooks.get("exploding-gradient")
+    if ex is not None and "exploding-gradient" in session.signals:
+        j = _judged(ex, mon)
+        if j is not None:
+            grow = f", {j['growth']:.0f}× its level at the start" if j.get("growth") else ""
+            msg = (f"Gradients explode: the global gradient norm reached {j['norm']:.3g} at step {j['step']}{grow}"
+                   + (f"; the largest layer norm there is `{j['layer']}`" if j.get("layer") else "")
+                   + ". Updates that large overshoot and usually end in NaN. Fix: lower the learning rate, clip gradients "
+                   "(clipnorm=1.0 on the optimizer, or tf.clip_by_global_norm), and normalise the inputs.")
+            out.append(Signal(kind="exploding-gradient", severity="warning", message=msg, location=loc,
+                              details={**j, "fix": "lower the learning rate or clip gradients (clipnorm=1.0)"}))
+    va = session.hooks.get("vanishing-gradient")
+    if va is not None and "vanishing-gradient" in session.signals:
+        j = _judged(va, mon)
+        if j is not None:
+            msg = (f"Gradients vanish: the first trainable layer `{j['first_layer']}` gets a gradient norm "
+                   f"{j['median_ratio']:.1e}× that of the last layer `{j['last_layer']}` (median over {j['samples']} sampled "
+                   f"steps, below {VANISH_RATIO:g}× on {100 * j['share_below']:.0f}% of them): the early layers barely train. "
+                   "Fix: use ReLU-family activations instead of sigmoid/tanh in deep stacks, He/Glorot initialisation, "
+                   "batch normalisation or residual connections.")
+            out.append(Signal(kind="vanishing-gradient", severity="warning", message=msg, location=loc,
+                              details={**j, "fix": "ReLU activations, normalisation or residual connections"}))
+    return out

@@ -1,0 +1,488 @@
+"""Training health: the per-step probe behind ``nan-inf``, ``dead-parameter``,
+``exploding-gradient``, ``vanishing-gradient``, ``loss-stall`` and ``loss-broadcast``.
+
+Fed by the ``GradientTape.gradient`` / optimizer / tape-enter wrappers of
+:mod:`tflint.runtime.gradients` (hook points ``on_gradient``, ``on_apply``, ``on_tape_enter``) and
+by the session's step tick (``on_step``). What it costs:
+
+* **inside a ``tf.function``** (custom loops and Keras ``fit``), added once per trace of a
+  gradient call, with no control flow: a shared counter increment, the loss, one ``l2_loss``
+  per gradient, one finiteness test per tracked tensor (the loss, the gradients, and the few
+  tensors around risky ops that :mod:`tflint.runtime.nan_inf` picks) folded into a "first
+  non-finite step" vector, and one read and one write of a small state vector — about
+  ``V + 2R + 18`` small ops for ``V`` gradients and ``R`` tracked tensors. Nothing is read back
+  during the step: every ``SAMPLE_EVERY`` steps the state vector (step, loss sum, squared norms,
+  first non-finite steps) is read once;
+* **eagerly**: the loss is read each step (one host copy of a scalar); gradients are reduced to
+  squared norms with numpy every ``SAMPLE_EVERY`` steps and when the loss is not finite.
+
+Locating a non-finite value's origin (the decoding of the first-step vector into an op, a line
+and a cause) runs once, at report time, and only when one was seen.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from typing import Any
+
+from tflint.runtime.hookbase import Hook, user_site_tf_stack
+
+KIND = "training-health"
+SAMPLE_EVERY = 8
+COND_MIN_ELEMENTS = 1 << 20  # gradients this large get their norms sampled, not computed every step
+MAX_PROBES_READ = 8
+MAX_TRACKED_TENSORS = 4000
+MAX_VARIABLES = 4096
+SNAPSHOT_MAX_ELEMENTS = 8_000_000
+HEALTH_KINDS = ("nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall", "loss-broadcast")
+
+_cell_ids = itertools.count()
+
+
+class Cell:
+    """A resource variable made of raw ops: invisible to ``tf.function``'s variable-creation
+    check (which forbids ``tf.Variable`` on later traces) and to Keras' tracking."""
+
+    def __init__(self, tf: Any, init: Any) -> None:
+        from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+        self._rv = rv
+        self.dtype = init.dtype
+        self.handle = rv.var_handle_op(dtype=init.dtype, shape=init.shape,
+                                       shared_name=f"tflint_health_{next(_cell_ids)}")
+        rv.assign_variable_op(self.handle, init)
+
+    def read(self) -> Any:
+        return self._rv.read_variable_op(self.handle, self.dtype)
+
+    def assign(self, value: Any) -> Any:
+        return self._rv.assign_variable_op(self.handle, value)
+
+    def numpy(self) -> Any:
+        return self.read().numpy()
+
+
+def var_name(v: Any) -> str:
+    for attr in ("path", "name"):
+        try:
+            n = getattr(v, attr, None)
+        except Exception:  # noqa: BLE001
+            n = None
+        if isinstance(n, str) and n:
+            return n[:-2] if n.endswith(":0") else n
+    return f"<{type(v).__name__}>"
+
+
+def layer_of(name: str) -> str:
+    """``sequential/dense_1/kernel`` -> ``sequential/dense_1``; ``w0`` -> ``w0``."""
+    return name.rsplit("/", 1)[0] if "/" in name else name
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    try:
+        from tensorflow.python.util import nest
+
+        return nest.flatten(x)
+    except Exception:  # noqa: BLE001
+        return [x]
+
+
+def _is_float_tensor(t: Any) -> bool:
+    try:
+        return bool(t.dtype.is_floating)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class Probe:
+    """What one trace of one ``tape.gradient`` call adds to its graph, and how to read it."""
+
+    def __init__(self, pid: int, site: Any, names: list[str], var_ids: list[int]) -> None:
+        self.pid = pid
+        self.site = site
+        self.names = names  # sources with a gradient, in order
+        self.var_ids = var_ids
+        self.status: Cell | None = None  # [step, Σloss, loss, ½sq_0..½sq_V-1, first_0..first_T-1]
+        self.tensors: list[dict[str, Any]] = []  # what each mask entry is
+        self.last_step = -1
+        self.last_cum: float | None = None
+        self.first_bad: int | None = None
+        self.first_steps: list[int] = []  # first non-finite step of each tracked tensor (-1: never)
+        self.layout = (0, 0)  # (gradients, tracked tensors) in the state vector
+        self.localised: dict[str, Any] | None = None
+
+
+class HealthMonitor(Hook):
+    kind = KIND
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.probes: list[Probe] = []
+        self.eager_calls = 0
+        self._eager_sum = 0.0
+        self._eager_n = 0
+        self.graph_calls_cell: Cell | None = None
+        self.loss = self.store.series("loss", 512)
+        self.grad_norm = self.store.series("grad_norm", 512)
+        self.layer_norms: dict[str, Any] = {}  # layer -> Series
+        self.layer_order: list[str] = []
+        self.variables: dict[int, dict[str, Any]] = {}  # id(var) -> info (weakref, name, ...)
+        self.applied_ids: set[int] = set()
+        self.optimizers: dict[int, Any] = {}
+        self.applies = 0
+        self.empty_sources_sites: list[Any] = []
+        self.nonfinite: dict[str, Any] | None = None  # first non-finite event
+        self._since_sample = 0
+        self._tf: Any = None
+
+    # the individual signals (hooks of their own kinds; each can fail on its own)
+    def sig(self, kind: str) -> Any:
+        h = self.session.hooks.get(kind)
+        return h if h is not None and h.active else None
+
+    def check(self) -> str | None:
+        try:
+            import numpy  # noqa: F401
+        except ImportError as exc:
+            return f"numpy not importable: {exc}"
+        g = self.session.gradients
+        if g is None:
+            return "needs the GradientTape hook, which is not installed"
+        return None
+
+    def _install(self) -> None:
+        import tensorflow as tf
+
+        self._tf = tf
+
+    # -- hook points -----------------------------------------------------------------------
+    def on_tape_enter(self, tape: Any, eager: bool) -> None:
+        b = self.sig("loss-broadcast")
+        if b is not None and eager:
+            try:
+                b.on_eager_tape_enter(tape)
+            except Exception as exc:  # noqa: BLE001
+                b.fail(exc, "eager tape enter")
+
+    def on_gradient(self, tape: Any, target: Any, sources: Any, result: Any, eager: bool) -> None:
+        flat_sources = _flat(sources)
+        flat_grads = _flat(result)
+        if len(flat_grads) != len(flat_sources):
+            return
+        if not flat_sources:
+            d = self.sig("dead-parameter")
+            if d is not None and len(self.empty_sources_sites) < 8:
+                site = user_site_tf_stack()
+                self.empty_sources_sites.append(site)
+                try:
+                    d.on_empty_sources(site)
+                except Exception as exc:  # noqa: BLE001
+                    d.fail(exc, "empty gradient sources")
+            return
+        self._remember_variables(flat_sources, flat_grads)
+        b = self.sig("loss-broadcast")
+        if b is not None:
+            try:
+                b.check_target(tape, target, eager)
+            except Exception as exc:  # noqa: BLE001
+                b.fail(exc, "loss shape check")
+        if eager:
+            self._eager_step(target, flat_sources, flat_grads)
+        else:
+            self._build_probe(target, flat_sources, flat_grads)
+
+    def on_apply(self, opt: Any, grads: list[Any], variables: list[Any]) -> None:
+        self.applies += 1
+        if len(self.optimizers) < 16:
+            self.optimizers.setdefault(id(opt), weakref.ref(opt) if _weakrefable(opt) else (lambda o=opt: o))
+        for g, v in zip(grads, variables):
+            if g is not None and len(self.applied_ids) < MAX_VARIABLES:
+                self.applied_ids.add(id(v))
+
+    def on_step(self, step: int, now: float) -> None:
+        self._since_sample += 1
+        if self._since_sample < SAMPLE_EVERY:
+            return
+        self._since_sample = 0
+        self._read_probes(self.probes[-MAX_PROBES_READ:])
+        d = self.sig("dead-parameter")
+        if d is not None:
+            try:
+                d.snapshot(self.variables)
+            except Exception as exc:  # noqa: BLE001
+                d.fail(exc, "variable snapshot")
+
+    def collect(self) -> None:
+        """Final read of every probe, once, when the report is built."""
+        self._read_probes(self.probes, final=True)
+        n = self.session.hooks.get("nan-inf")
+        if n is not None and n.status != "ok":
+            n = None
+        for p in self.probes:
+            if p.first_bad is not None and p.localised is None and n is not None:
+                try:
+                    p.localised = n.localise(p)
+                except Exception as exc:  # noqa: BLE001
+                    n.fail(exc, "localisation")
+
+    # -- variables -------------------------------------------------------------------------
+    def _remember_variables(self, sources: list[Any], grads: list[Any]) -> None:
+        for s, g in zip(sources, grads):
+            key = id(s)
+            info = self.variables.get(key)
+            if info is None:
+                if len(self.variables) >= MAX_VARIABLES or not hasattr(s, "assign"):
+                    continue
+                try:
+                    ref = weakref.ref(s)
+                except TypeError:
+                    continue
+                name = var_name(s)
+                info = self.variables[key] = {"ref": ref, "name": name, "layer": layer_of(name),
+                                              "none": 0, "grads": 0, "maxsq": 0.0, "sampled": 0}
+                lay = info["layer"]
+                if lay not in self.layer_norms:
+                    self.layer_order.append(lay)
+                    self.layer_norms[lay] = self.store.series(f"grad_norm.{lay}", 256) if len(self.layer_norms) < 64 else None
+            if g is None:
+                info["none"] += 1
+                if "none_site" not in info:
+                    info["none_site"] = user_site_tf_stack()
+            else:
+                info["grads"] += 1
+
+    # -- eager -----------------------------------------------------------------------------
+    def _eager_step(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
+        import numpy as np
+
+        self.eager_calls += 1
+        n = self.eager_calls
+        loss = _eager_loss(target)
+        if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
+            self._eager_sum += loss
+            self._eager_n += 1
+            if self._eager_n >= SAMPLE_EVERY or n == 1:
+                self.loss.add(n, self._eager_sum / self._eager_n)
+                self._eager_sum = 0.0
+                self._eager_n = 0
+        sample = n % SAMPLE_EVERY == 1 or SAMPLE_EVERY == 1
+        finite_loss = loss is None or math.isfinite(loss)
+        if not sample and finite_loss:
+            return
+        sq: list[float] = []
+        bad_grad = None
+        for s, g in zip(sources, grads):
+            if g is None:
+                continue
+            try:
+                arr = np.asarray(getattr(g, "values", g), dtype=np.float64)
+            except Exception:  # noqa: BLE001
+                continue
+            v = float(np.sum(arr * arr))
+            sq.append(v)
+            info = self.variables.get(id(s))
+            if info is not None:
+                info["sampled"] += 1
+                if math.isfinite(v) and v > info["maxsq"]:
+                    info["maxsq"] = v
+            if bad_grad is None and not math.isfinite(v) and not np.isfinite(arr).all():
+                bad_grad = var_name(s)
+        self._add_norms(n, [var_name(s) for s, g in zip(sources, grads) if g is not None], sq)
+        if self.nonfinite is None and (not finite_loss or bad_grad is not None):
+            bad_var = None
+            for s in sources:
+                try:
+                    if not np.isfinite(np.asarray(s)).all():
+                        bad_var = var_name(s)
+                        break
+                except Exception:  # noqa: BLE001
+                    continue
+            tensor = (f"variable {bad_var}" if bad_var else "the loss" if not finite_loss else f"the gradient of {bad_grad}")
+            ni = self.sig("nan-inf")
+            if ni is not None:
+                try:
+                    ni.on_nonfinite({"step": n, "tensor": tensor, "eager": True, "site": user_site_tf_stack(),
+                                     "loss": loss, "variable": bad_var, "gradient_of": bad_grad})
+                except Exception as exc:  # noqa: BLE001
+                    ni.fail(exc, "eager non-finite record")
+
+    def _add_norms(self, step: int, names: list[str], sq: list[float]) -> None:
+        if not sq:
+            return
+        total = sum(sq)
+        self.grad_norm.add(step, math.sqrt(total) if math.isfinite(total) else float("inf"))
+        per: dict[str, float] = {}
+        for name, v in zip(names, sq):
+            lay = layer_of(name)
+            per[lay] = per.get(lay, 0.0) + v
+        for lay, v in per.items():
+            series = self.layer_norms.get(lay)
+            if series is not None:
+                series.add(step, math.sqrt(v) if math.isfinite(v) else float("inf"))
+
+    # -- graph -----------------------------------------------------------------------------
+    def _build_probe(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
+        """Add the per-step probe to the graph being traced: a shared gradient-call counter and
+        one state vector, read and rewritten once per step, ``[step, Σloss, loss, ½‖g_i‖²...,
+        first non-finite step of each tracked tensor...]`` (no control flow; about ``V + 2R + 18``
+        small ops for ``V`` gradients and ``R`` tracked tensors)."""
+        tf = self._tf
+        from tensorflow.python.framework import ops
+
+        targets = [t for t in _flat(target) if _is_float_tensor(t)]
+        pairs = [(s, g) for s, g in zip(sources, grads)
+                 if g is not None and _is_float_tensor(getattr(g, "values", g))]
+        gvals = [getattr(g, "values", g) for _, g in pairs]
+        probe = Probe(len(self.probes), user_site_tf_stack(), [var_name(s) for s, _ in pairs], [id(s) for s, _ in pairs])
+        nv = len(gvals)
+        ni = self.sig("nan-inf")
+        risky: list[Any] = []
+        if ni is not None:
+            try:
+                risky = ni.tracked_tensors(probe, targets, pairs)
+            except Exception as exc:  # noqa: BLE001
+                ni.fail(exc, "choosing the tensors to track")
+                risky = []
+        nt = 1 + nv + len(risky)  # tracked for finiteness: the loss, each gradient, risky tensors
+        probe.layout = (nv, nt)
+        with ops.init_scope():
+            if self.graph_calls_cell is None:  # gradient calls counted over all traces
+                self.graph_calls_cell = Cell(tf, tf.constant(0.0, tf.float64))
+            init = tf.concat([tf.zeros([3 + nv], tf.float64), tf.fill([nt], tf.constant(-1.0, tf.float64))], 0)
+            probe.status = Cell(tf, init)
+        f64 = tf.float64
+        counter = self.graph_calls_cell
+        with ops.name_scope("tflint_health"):
+            from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+            inc = rv.assign_add_variable_op(counter.handle, tf.constant(1.0, f64))
+            with ops.control_dependencies([inc]):
+                step = counter.read()
+            prev = probe.status.read()
+            f32 = tf.float32
+
+            def as32(t: Any) -> Any:
+                return t if t.dtype == f32 else tf.cast(t, f32)
+
+            if targets:
+                parts = [as32(t if t.shape.rank == 0 else tf.reduce_mean(t)) for t in targets]
+                loss32 = parts[0] if len(parts) == 1 else tf.add_n(parts)
+            else:
+                loss32 = tf.constant(float("nan"), f32)
+
+            def l2(g: Any) -> Any:  # half the sum of squares, in float32 (float16 would overflow)
+                return tf.nn.l2_loss(as32(g))
+
+            sample = None
+            if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
+                # large gradients: the full pass only every SAMPLE_EVERY-th step (a lowered
+                # cond: a Switch per gradient on the other steps); the last sample is kept
+                sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
+                sq = tf.cond(sample, lambda: tf.cast(tf.stack([l2(g) for g in gvals]), f64), lambda: tf.zeros([nv], f64))
+                sq = tf.where(sample, sq, prev[3:3 + nv])
+                roots = tf.concat([tf.reshape(tf.cast(loss32, f64), [1]), sq], 0)
+            else:
+                # one stack of the loss and every gradient's l2_loss, one cast
+                roots = tf.cast(tf.stack([loss32] + [l2(g) for g in gvals]), f64)
+            cum = prev[1] + roots[0]
+            flags = tf.math.is_finite(roots)
+            if risky:
+                flags = tf.concat([flags, tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in risky])], 0)
+            first = prev[3 + nv:]
+            first = tf.where(tf.logical_or(flags, first >= 0), first, step)  # latch the first bad step
+            probe.status.assign(tf.concat([tf.stack([step, cum]), roots, first], 0))
+        self.probes.append(probe)
+
+    def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
+        """One read of each probe's state vector."""
+        for p in probes:
+            if p.status is None:
+                continue
+            try:
+                st = p.status.numpy()
+            except Exception:  # noqa: BLE001 - e.g. the runtime is shutting down
+                continue
+            nv, nt = p.layout
+            step = int(st[0])
+            if step <= max(p.last_step, 0):
+                continue
+            # the mean loss since the last read (a running sum in the graph: no aliasing with
+            # the order of the batches), or the last loss on the first read
+            cum = float(st[1])
+            if p.last_cum is not None and p.last_step > 0:
+                self.loss.add(step, (cum - p.last_cum) / (step - p.last_step))
+            else:
+                self.loss.add(step, float(st[2]))
+            p.last_step = step
+            p.last_cum = cum
+            sq = [2.0 * float(x) for x in st[3:3 + nv]]  # l2_loss is half the sum of squares
+            self._add_norms(step, p.names, sq)
+            for vid, v in zip(p.var_ids, sq):
+                info = self.variables.get(vid)
+                if info is not None:
+                    info["sampled"] += 1
+                    if math.isfinite(v) and v > info["maxsq"]:
+                        info["maxsq"] = v
+            first = st[3 + nv:3 + nv + nt]
+            bad = [f for f in first if f >= 0]
+            if bad and p.first_bad is None:
+                p.first_bad = int(min(bad))
+                p.first_steps = [int(f) for f in first]
+
+    # -- report ----------------------------------------------------------------------------
+    def learning_rates(self) -> list[tuple[str, float | None]]:
+        out = []
+        for ref in self.optimizers.values():
+            opt = ref()
+            if opt is None:
+                continue
+            lr = None
+            try:
+                val = getattr(opt, "learning_rate", None)
+                lr = float(val.numpy() if hasattr(val, "numpy") else val)
+            except Exception:  # noqa: BLE001 - a schedule: not a constant
+                lr = None
+            out.append((type(opt).__name__, lr))
+        return out
+
+
+def _num_elements(tensors: list[Any]) -> int:
+    n = 0
+    for t in tensors:
+        try:
+            n += int(t.shape.num_elements() or 0)
+        except Exception:  # noqa: BLE001 - unknown shape: count as large
+            n += COND_MIN_ELEMENTS
+    return n
+
+
+def _weakrefable(o: Any) -> bool:
+    try:
+        weakref.ref(o)
+        return True
+    except TypeError:
+        return False
+
+
+def _eager_loss(target: Any) -> float | None:
+    import numpy as np
+
+    total = 0.0
+    seen = False
+    for t in _flat(target):
+        if t is None or not _is_float_tensor(t):
+            continue
+        try:
+            arr = np.asarray(t)
+        except Exception:  # noqa: BLE001
+            continue
+        total += float(arr.mean()) if arr.ndim else float(arr)
+        seen = True
+    return total if seen else None
+
+
+__all__ = ["HealthMonitor", "Cell", "Probe", "HEALTH_KINDS", "SAMPLE_EVERY", "var_name", "layer_of"]
