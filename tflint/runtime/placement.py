@@ -257,6 +257,8 @@ class PlacementHook(Hook):
 
     # ---------------------------------------------------------------------------------
     def _record(self, op_type: str, requested: str, actual: str, site: Any, how: str, node: str | None = None) -> None:
+        if node and any(part.startswith("tflint_") for part in node.split("/")):
+            return  # the profiler's own probes (their state lives on one device), not the user's ops
         key = (op_type, requested, actual, tuple(site) if site else None, how)
         rec = self.store.record(
             KIND,
