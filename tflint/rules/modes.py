@@ -1539,3 +1539,363 @@ class UnscaledLossWithMixedFloat16(Rule):
         return bool(values) and all(
             isinstance(v, ast.Call) and a.call_name(v) == "tensorflow.GradientTape" for v in values
         )
+
+
+# -- TFL606 ---------------------------------------------------------------------------------
+
+_NP_RANK1_SIZE = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"})
+_NP_RANK1_ARGS = frozenset({"numpy.random.rand", "numpy.random.randn"})
+_NP_RANK1_ALWAYS = frozenset({"numpy.arange", "numpy.linspace"})
+_NP_SIZE_KW = frozenset(
+    {"numpy.random.randint", "numpy.random.normal", "numpy.random.uniform", "numpy.random.binomial", "numpy.random.choice"}
+)
+_TF_SHAPED = frozenset(
+    {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform", "tensorflow.fill"}
+)
+_FROM_SLICES = frozenset({"tensorflow.data.Dataset.from_tensor_slices"})
+_KEEP_ELEMENT = frozenset({"shuffle", "repeat", "prefetch", "cache", "take", "skip"})
+_LOSS_WRAPPERS = frozenset(
+    {
+        "tensorflow.square", "tensorflow.math.square", "tensorflow.abs", "tensorflow.math.abs",
+        "tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "tensorflow.reduce_sum",
+        "tensorflow.math.reduce_sum", "keras.ops.square", "keras.ops.abs", "keras.ops.mean",
+        "keras.ops.sum", "numpy.square", "numpy.abs", "numpy.mean",
+    }
+)
+
+
+def _int_const(ctx: RuleContext, node: ast.AST | None, at: ast.AST) -> bool:
+    """``node`` is an int literal, or a name whose only assignment is one."""
+    if isinstance(node, ast.Name):
+        node = _single_value(ctx, node.id, at)
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _shape_rank(ctx: RuleContext, node: ast.AST | None, at: ast.AST, scalar_ok: bool) -> int | None:
+    """The rank a literal shape argument gives (1 or 2), ``None`` when not known."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        if 1 <= len(node.elts) <= 2 and all(_int_const(ctx, e, at) for e in node.elts):
+            return len(node.elts)
+        return None
+    return 1 if scalar_ok and _int_const(ctx, node, at) else None
+
+
+class RankOneLabelsMinusColumnPrediction(Rule):
+    code = "TFL606"
+    name = "rank-one-labels-column-prediction"
+    severity = Severity.ERROR
+    summary = "Elementwise loss between `[B]` labels and a `Dense(1)` output `[B, 1]` broadcasts to `[B, B]`"
+    what = (
+        "Checks hand-written elementwise losses (`y - model(x)` under `tf.square`, `tf.abs`, "
+        "`** 2` or a reduction) where both shapes are known from the module: the labels are "
+        "rank 1 (built by `np.zeros(N)`, `np.random.randint(0, 2, size=N)`, `tf.zeros([N])`..., "
+        "or the second element of a batched `tf.data.Dataset.from_tensor_slices((x, y))` of "
+        "such an array iterated in the same function) and the prediction is the call of a "
+        "model whose last layer, defined in the module, is `Dense(1)`. Losses passed to "
+        "`model.compile` are not reported: Keras aligns the ranks of `y_true` and `y_pred` itself."
+    )
+    why = (
+        "`[B]` minus `[B, 1]` broadcasts to `[B, B]`: every prediction is compared with every "
+        "label, so the loss is minimized by predicting the mean label for every input. Nothing "
+        "raises; the loss decreases, then stalls, and the model learns nothing about its inputs."
+    )
+    example = (
+        """
+        ds = tf.data.Dataset.from_tensor_slices((x, np.zeros(256))).batch(32)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(16), tf.keras.layers.Dense(1)])
+        for xb, yb in ds:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(yb - model(xb)))
+        """
+    )
+    use_instead = (
+        """
+        for xb, yb in ds:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(yb - tf.squeeze(model(xb), -1)))
+        # or give the labels the prediction's shape: tf.reshape(yb, [-1, 1])
+        """
+    )
+    VALID = [
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        y = np.zeros(256)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.rand(256, 4)
+        y = np.random.rand(256)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)])
+        loss = tf.reduce_mean(tf.square(y - tf.squeeze(model(x), -1)))
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.rand(256, 4)
+        y = np.random.rand(256, 1)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        loss = tf.reduce_mean(tf.square(y - model(x)))
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.rand(256, 4)
+        y = np.random.rand(256)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+        loss = tf.reduce_mean(tf.abs(y - model(x)))
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        y = np.zeros(64)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+
+        def step(x, y):  # these labels arrive as a parameter: shape unknown, not reported
+            return tf.reduce_mean(tf.square(y - model(x)))
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.rand(64, 4)
+        ds = tf.data.Dataset.from_tensor_slices((x, np.zeros(64))).map(lambda a, b: (a, b[None])).batch(8)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        for xb, yb in ds:  # the map changes the element: labels' rank unknown
+            loss = tf.reduce_mean(tf.square(yb - model(xb)))
+        """,
+    ]
+    INVALID = [
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.rand(256, 4).astype("float32")
+        y = np.random.rand(256).astype("float32")
+        model = tf.keras.Sequential([tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)])
+        loss = tf.reduce_mean(tf.square(y - model(x)))  # expect: TFL606
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        N = 512
+        x = np.random.rand(N, 4)
+        labels = np.random.randint(0, 2, size=N)
+        ds = tf.data.Dataset.from_tensor_slices((x, labels)).shuffle(N).batch(32)
+        inputs = tf.keras.Input((4,))
+        outputs = tf.keras.layers.Dense(1)(inputs)
+        model = tf.keras.Model(inputs, outputs)
+
+        def train():
+            for xb, yb in ds:
+                with tf.GradientTape() as tape:
+                    pred = model(xb, training=True)
+                    loss = tf.reduce_mean(tf.abs(yb - pred))  # expect: TFL606
+        """,
+        """
+        import tensorflow as tf
+
+        x = tf.random.normal([128, 3])
+        y = tf.zeros([128])
+        model = tf.keras.Sequential()
+        model.add(tf.keras.layers.Dense(4))
+        model.add(tf.keras.layers.Dense(units=1))
+
+        @tf.function
+        def step():
+            y_pred = model(x)
+            return tf.reduce_mean((y - y_pred) ** 2)  # expect: TFL606
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "Dense" not in ctx.source:
+            return
+        a = ctx.analysis
+        head = LogitsProbabilitiesMismatch()
+        for node in a.nodes(ast.BinOp):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)) or not self._in_loss(ctx, node):
+                continue
+            for labels, pred in ((node.left, node.right), (node.right, node.left)):
+                if self._rank1(ctx, labels, node, 0) and self._column_prediction(ctx, head, pred, node):
+                    ctx.report(
+                        node,
+                        f"`{ctx.segment(labels)}` has shape [B] and `{ctx.segment(pred)}` (a `Dense(1)` "
+                        "output) shape [B, 1]: the difference broadcasts to [B, B] and the model learns "
+                        "to predict the mean. Use `tf.squeeze(pred, -1)` or reshape the labels to [B, 1]",
+                    )
+                    break
+
+    @staticmethod
+    def _in_loss(ctx: RuleContext, node: ast.AST) -> bool:
+        a = ctx.analysis
+        parent = a.parent(node)
+        for _ in range(3):
+            if parent is None:
+                return False
+            if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Pow):
+                return True
+            if isinstance(parent, ast.Call) and node in parent.args and a.call_name(parent) in _LOSS_WRAPPERS:
+                return True
+            if not isinstance(parent, ast.Call):
+                return False
+            node, parent = parent, a.parent(parent)
+        return False
+
+    def _column_prediction(self, ctx: RuleContext, head: LogitsProbabilitiesMismatch, pred: ast.AST, at: ast.AST) -> bool:
+        if isinstance(pred, ast.Name):
+            value = _single_value(ctx, pred.id, at)
+            if value is None or not _only_assigned(ctx, pred.id, at):
+                return False
+            pred = value
+        if not (isinstance(pred, ast.Call) and isinstance(pred.func, ast.Name)):
+            return False
+        model = _single_value(ctx, pred.func.id, at)
+        if model is None or not _only_assigned(ctx, pred.func.id, at):
+            return False
+        last = head._last_layer(ctx, pred.func, model)  # resolved where the model is defined
+        if last is None:
+            return False
+        layer = last[0]
+        if isinstance(layer, ast.Call) and isinstance(layer.func, ast.Call):  # functional: Dense(1)(x)
+            layer = layer.func
+        if not isinstance(layer, ast.Call) or (ctx.analysis.call_name(layer) or "").rsplit(".", 1)[-1] != "Dense":
+            return False
+        units = layer.args[0] if layer.args else next((k.value for k in layer.keywords if k.arg == "units"), None)
+        return isinstance(units, ast.Constant) and units.value == 1 and type(units.value) is int
+
+    def _rank1(self, ctx: RuleContext, node: ast.AST, at: ast.AST, depth: int) -> bool:
+        return self._rank(ctx, node, at, depth) == 1
+
+    def _rank(self, ctx: RuleContext, node: ast.AST, at: ast.AST, depth: int) -> int | None:
+        """The rank of an array the module builds with a known shape (1 or 2); else ``None``."""
+        a = ctx.analysis
+        if depth > 6:
+            return None
+        if isinstance(node, ast.Name):
+            loop = self._loop_labels(ctx, node.id, at, depth)
+            if loop is not None:
+                return 1 if loop else None
+            value = _single_value(ctx, node.id, at)
+            if value is None or not _only_assigned(ctx, node.id, at):
+                return None
+            return self._rank(ctx, value, value, depth + 1)  # a name: one step further
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return 0
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return self._rank(ctx, node.operand, at, depth)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            left = self._rank(ctx, node.left, at, depth)
+            right = self._rank(ctx, node.right, at, depth)
+            if left is None or right is None:
+                return None
+            if left == right or 0 in (left, right):
+                return max(left, right)
+            return None
+        if isinstance(node, ast.Subscript):  # x[:, k] of a rank-2 array
+            sl = node.slice
+            if (
+                isinstance(sl, ast.Tuple) and len(sl.elts) == 2
+                and isinstance(sl.elts[0], ast.Slice) and sl.elts[0].lower is None and sl.elts[0].upper is None
+                and sl.elts[0].step is None and _int_const(ctx, sl.elts[1], at)
+                and self._rank(ctx, node.value, at, depth) == 2
+            ):
+                return 1
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
+            return self._rank(ctx, node.func.value, at, depth)
+        q = a.call_name(node) or ""
+        kw = {k.arg: k.value for k in node.keywords}
+        if q in _NP_RANK1_ALWAYS:
+            return 1
+        if q in _NP_RANK1_SIZE:
+            return _shape_rank(ctx, node.args[0] if node.args else kw.get("shape"), at, True)
+        if q in _NP_RANK1_ARGS:
+            if node.keywords or not node.args or not all(_int_const(ctx, e, at) for e in node.args):
+                return None
+            return len(node.args) if len(node.args) <= 2 else None
+        if q in _NP_SIZE_KW:
+            return _shape_rank(ctx, kw["size"], at, True) if "size" in kw else None
+        if q in _TF_SHAPED:
+            return _shape_rank(ctx, node.args[0] if node.args else (kw.get("shape") or kw.get("dims")), at, False)
+        return None
+
+    def _loop_labels(self, ctx: RuleContext, name: str, at: ast.AST, depth: int) -> bool | None:
+        """For a loop variable ``name`` around ``at``: whether it is the rank-1 label batch of a
+        batched ``from_tensor_slices((x, y))``. ``None`` when ``name`` is not such a loop target."""
+        a = ctx.analysis
+        node = a.parent(at)
+        while node is not None and not isinstance(node, _FUNCS):
+            if isinstance(node, ast.For):
+                target, it = node.target, node.iter
+                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
+                    if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                        target, it = target.elts[1], it.args[0]
+                if isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(target)):
+                    if not (len(target.elts) == 2 and isinstance(target.elts[1], ast.Name) and target.elts[1].id == name):
+                        return False
+                    func = a.enclosing_function(at)
+                    body = func.body if isinstance(func, _FUNCS) else ctx.tree.body
+                    if any(
+                        isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                        for n in walk_body(body)
+                    ):
+                        return False
+                    return self._batched_slices_labels(ctx, it, at, depth + 1)
+            node = a.parent(node)
+        return None
+
+    def _batched_slices_labels(self, ctx: RuleContext, ds: ast.AST, at: ast.AST, depth: int) -> bool:
+        a = ctx.analysis
+        if isinstance(ds, ast.Name):
+            ds = _single_value(ctx, ds.id, at)
+        batches = 0
+        while isinstance(ds, ast.Call) and isinstance(ds.func, ast.Attribute) and a.call_name(ds) not in _FROM_SLICES:
+            meth = ds.func.attr
+            if meth == "batch":
+                batches += 1
+            elif meth not in _KEEP_ELEMENT:
+                return False
+            ds = ds.func.value
+        if batches != 1 or not (isinstance(ds, ast.Call) and a.call_name(ds) in _FROM_SLICES and len(ds.args) == 1):
+            return False
+        elems = ds.args[0]
+        return (
+            isinstance(elems, ast.Tuple) and len(elems.elts) == 2
+            and self._rank1(ctx, elems.elts[1], ds, depth + 1)
+        )
+
+
+def _only_assigned(ctx: RuleContext, name: str, at: ast.AST) -> bool:
+    """``name`` is bound only by plain assignments in the function around ``at`` (and in the
+    module): not a parameter, loop target, ``with ... as``, augmented assignment or import."""
+    func = ctx.analysis.enclosing_function(at)
+    bodies = [ctx.tree.body]
+    if isinstance(func, _FUNCS):
+        args = func.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        if any(p is not None and p.arg == name for p in params):
+            return False
+        bodies.append(func.body)
+    for body in bodies:
+        for n in walk_body(body):
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+                parent = ctx.analysis.parent(n)
+                if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and n is not getattr(parent, "value", None)):
+                    return False
+            elif isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+                return False
+            elif isinstance(n, (ast.Import, ast.ImportFrom)) and any((al.asname or al.name) == name for al in n.names):
+                return False
+    return True
