@@ -15,7 +15,6 @@ the opening quotes) when it is defined.
 from __future__ import annotations
 
 import ast
-import textwrap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
@@ -119,12 +118,11 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        for kind in ("VALID", "INVALID"):
-            if kind in cls.__dict__:
-                setattr(cls, kind, [_example(src) for src in cls.__dict__[kind]])
-        for doc in ("example", "use_instead"):
-            if isinstance(cls.__dict__.get(doc), str):
-                setattr(cls, doc, _example(cls.__dict__[doc]))
+        # Dedented on first use: `tflint check` reads none of them, and its start-up matters.
+        for kind in ("VALID", "INVALID", "example", "use_instead"):
+            raw = cls.__dict__.get(kind)
+            if isinstance(raw, (str, list)):
+                setattr(cls, kind, _Dedented(raw))
 
     def check(self, ctx: RuleContext) -> Iterator[None] | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -159,4 +157,21 @@ class Rule:
 
 def _example(src: str) -> str:
     """An example as the file it stands for: dedented, without the newline after the quotes."""
+    import textwrap
+
     return textwrap.dedent(src.removeprefix("\n"))
+
+
+class _Dedented:
+    """A class attribute holding an example (or a list of them) as written in the rule's
+    source; reading it gives the dedented text, computed once."""
+
+    def __init__(self, raw: str | list[str]) -> None:
+        self.raw = raw
+        self.value: str | list[str] | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> str | list[str]:
+        if self.value is None:
+            raw = self.raw
+            self.value = _example(raw) if isinstance(raw, str) else [_example(src) for src in raw]
+        return self.value
