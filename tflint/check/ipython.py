@@ -360,11 +360,11 @@ def _backslash_end(lines: list[str], i: int) -> int:
     return k
 
 
-def _assign_split(line: str) -> tuple[str, str, str] | None:
-    """``lhs = !cmd`` / ``lhs = %magic args``: (lhs, escape, rest), with the ``=`` found
-    outside strings and brackets."""
+def _code(line: str):
+    """The characters of ``line`` outside string literals, with their index, up to a
+    comment; a string literal shows as one ``"s"`` at its opening quote. The generator's
+    return value (``StopIteration.value``) says whether a string is left open."""
     quote: str | None = None
-    depth = 0
     i, n = 0, len(line)
     while i < n:
         c = line[i]
@@ -379,12 +379,23 @@ def _assign_split(line: str) -> tuple[str, str, str] | None:
             i += 1
             continue
         if c == "#":
-            return None
+            break
         if c in "'\"":
             triple = line[i:i + 3]
             quote = triple if triple in ("'''", '"""') else c
+            yield i, "s"
             i += len(quote)
             continue
+        yield i, c
+        i += 1
+    return quote is not None
+
+
+def _assign_split(line: str) -> tuple[str, str, str] | None:
+    """``lhs = !cmd`` / ``lhs = %magic args``: (lhs, escape, rest), with the ``=`` found
+    outside strings and brackets."""
+    depth = 0
+    for i, c in _code(line):
         if c in "([{":
             depth += 1
         elif c in ")]}":
@@ -396,38 +407,20 @@ def _assign_split(line: str) -> tuple[str, str, str] | None:
             if rest[:1] in ("!", "%") and rest[:2] != "!=" and line[:i].strip():
                 return line[:i].rstrip(), rest[0], rest[1:]
             return None
-        i += 1
     return None
 
 
 def _help_target(line: str) -> bool:
     """``line`` ends with ``?`` outside strings and comments (a help query)."""
+    scan = _code(line)
     code: list[str] = []
-    quote: str | None = None
-    i, n = 0, len(line)
-    while i < n:
-        c = line[i]
-        if quote is not None:
-            if c == "\\":
-                i += 2
-                continue
-            if line.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                code.append("s")
-                continue
-            i += 1
-            continue
-        if c == "#":
+    while True:
+        try:
+            code.append(next(scan)[1])
+        except StopIteration as done:
+            open_string = done.value
             break
-        if c in "'\"":
-            triple = line[i:i + 3]
-            quote = triple if triple in ("'''", '"""') else c
-            i += len(quote)
-            continue
-        code.append(c)
-        i += 1
-    return quote is None and "".join(code).rstrip().endswith("?")
+    return not open_string and "".join(code).rstrip().endswith("?")
 
 
 def _builtin(orig: list[str]) -> CellText:
