@@ -183,8 +183,59 @@ def producers(a: "Analysis", expr: ast.AST, _depth: int = 0) -> list[ast.AST] | 
                 if len(values) == 1 and isinstance(values[0], ast.Call):
                     return [values[0]]  # calling what a constructor built (a model, a layer)
             return None
+        if isinstance(f, ast.Attribute) and f.attr in _TENSOR_ARRAY_READS and isinstance(f.value, ast.Name):
+            written = _tensor_array_writes(a, f.value)
+            if written is not None:
+                return _union(a, written, _depth) if written else None
         return [expr]
     return [expr]
+
+
+_TENSOR_ARRAY_READS = frozenset({"stack", "read", "gather", "concat"})
+_TENSOR_ARRAY_WRITES = {"write": 1, "unstack": 0, "scatter": 1, "split": 0}
+
+
+def _tensor_array_writes(a: "Analysis", name: ast.Name) -> list[ast.AST] | None:
+    """The values written into the ``tf.TensorArray`` that ``name`` holds, when every binding
+    of ``name`` in its scope is ``tf.TensorArray(...)`` or ``name.write(i, value)`` (and the
+    like); ``None`` when ``name`` is not known to be such a TensorArray."""
+    traced = a.traced
+    scope = traced.defining_scope(name.id, name)
+    if scope is None:
+        return None
+    values = traced.bindings(name.id, scope)
+    if not values or len(values) != _store_count(scope, name.id):
+        return None
+    made = False
+    written: list[ast.AST] = []
+    for v in values:
+        if not isinstance(v, ast.Call):
+            return None
+        q = a.call_name(v)
+        if q in ("tensorflow.TensorArray", "tensorflow.experimental.TensorArray"):
+            made = True
+            continue
+        f = v.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == name.id
+                and f.attr in _TENSOR_ARRAY_WRITES):
+            return None
+    if not made:
+        return None
+    from tflint.analysis.astutil import walk_own
+
+    body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    for node in walk_own(body):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name.id
+            and node.func.attr in _TENSOR_ARRAY_WRITES
+        ):
+            i = _TENSOR_ARRAY_WRITES[node.func.attr]
+            if len(node.args) > i:
+                written.append(node.args[i])
+    return written
 
 
 def _union(a: "Analysis", values, depth: int) -> list[ast.AST] | None:

@@ -604,6 +604,7 @@ class LogOfSoftmax(Rule):
         "Checks for the logarithm of a softmax or sigmoid written as two ops: "
         "`tf.math.log(tf.nn.softmax(x))`, `tf.math.log(tf.sigmoid(x))`, `keras.ops.log(keras.ops.softmax(x))`; "
         "and `log(p)` of probabilities made elsewhere, followed through variables, containers, "
+        "`tf.TensorArray`s, "
         "function returns and the output of a model whose last layer applies softmax/sigmoid."
     )
     why = (
@@ -631,6 +632,14 @@ class LogOfSoftmax(Rule):
         "between the two calls."
     )
     VALID = [
+        """
+        import tensorflow as tf
+
+        def policy_loss(logits):
+            log_probs = tf.TensorArray(tf.float32, size=2)
+            log_probs = log_probs.write(0, tf.nn.log_softmax(logits))
+            return -tf.reduce_mean(log_probs.stack())
+        """,
         """
         import tensorflow as tf
 
@@ -668,6 +677,16 @@ class LogOfSoftmax(Rule):
         """,
     ]
     INVALID = [
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def policy_loss(logits):
+            probs = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            for t in tf.range(tf.shape(logits)[0]):
+                probs = probs.write(t, tf.nn.softmax(logits[t]))
+            return -tf.reduce_mean(tf.math.log(probs.stack()))  # expect: TFL603
+        """,
         """
         import tensorflow as tf
 
@@ -739,6 +758,7 @@ class LogOfSoftmax(Rule):
             elif iq in _SIGMOID:
                 kind, family = "sigmoid", _SIGMOID[iq]
             else:
+                self._followed(ctx, node)  # `log(ta.stack())`: a TensorArray of probabilities
                 continue
             fix, target = self._fix(ctx, node, inner, kind, family)
             ctx.report(
@@ -750,12 +770,16 @@ class LogOfSoftmax(Rule):
 
     def _followed(self, ctx: RuleContext, node: ast.Call) -> None:
         """``log(p)`` where ``p`` holds probabilities made elsewhere: through a variable, a
-        container, a function's return value, or the output of a model whose last layer
-        applies softmax/sigmoid."""
+        container, a ``tf.TensorArray``, a function's return value, or the output of a model
+        whose last layer applies softmax/sigmoid."""
         from tflint.analysis.values import producers
 
         arg = node.args[0]
-        if not isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)):
+        reads_array = (  # `ta.stack()`, `ta.read(i)` of a TensorArray
+            isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr in ("stack", "read", "gather", "concat")
+        )
+        if not (isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)) or reads_array):
             return
         found = producers(ctx.analysis, arg)
         if not found:
