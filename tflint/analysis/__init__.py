@@ -10,6 +10,7 @@ attribute so a rule set that does not need dataset chains never pays for them:
 - ``datasets`` — tf.data chains across statements (:mod:`tflint.analysis.datasets`)
 - ``loops``    — training loops (:mod:`tflint.analysis.loops`)
 - ``strategies`` — tf.distribute strategies and their scopes (:mod:`tflint.analysis.strategies`)
+- ``models``   — Keras models built in the module and their last layer (:mod:`tflint.analysis.models`)
 - ``target``   — the TensorFlow/Keras version the code targets (:mod:`tflint.analysis.version`;
   the newest supported one unless the engine is given another)
 - ``project``  — traced code reached from other modules (:mod:`tflint.analysis.project`)
@@ -45,6 +46,12 @@ class Analysis:
     @cached_property
     def imports(self) -> ImportMap:
         return ImportMap(self)
+
+    @cached_property
+    def models(self) -> Any:
+        from tflint.analysis.models import ModelFacts
+
+        return ModelFacts(self)
 
     @cached_property
     def _index(self) -> tuple[list[ast.AST], dict[ast.AST, ast.AST], dict[type, list[int]]]:

@@ -236,17 +236,6 @@ class TrainingTrueInServing(Rule):
 # -- TFL602 ---------------------------------------------------------------------------------
 
 _PROB_ACTIVATIONS = frozenset({"softmax", "sigmoid"})
-_ACTIVATION_FUNCS = {
-    "tensorflow.nn.softmax": "softmax",
-    "tensorflow.math.softmax": "softmax",
-    "keras.activations.softmax": "softmax",
-    "tensorflow.nn.sigmoid": "sigmoid",
-    "tensorflow.sigmoid": "sigmoid",
-    "tensorflow.math.sigmoid": "sigmoid",
-    "keras.activations.sigmoid": "sigmoid",
-    "keras.activations.linear": "linear",
-}
-_DENSE_LIKE = frozenset({"keras.layers.Dense", "keras.layers.core.Dense"})
 _PROBABILISTIC_LOSSES = {
     # loss class or function → (kind of input it expects by default)
     "keras.losses.SparseCategoricalCrossentropy": "softmax",
@@ -267,8 +256,6 @@ _STRING_LOSSES = frozenset(
         "categorical_focal_crossentropy", "binary_focal_crossentropy",
     }
 )
-_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
-_FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})
 
 
 class LogitsProbabilitiesMismatch(Rule):
@@ -397,7 +384,7 @@ class LogitsProbabilitiesMismatch(Rule):
             if wants is None:
                 continue
             model = node.func.value
-            last = self._last_layer(ctx, model, node)
+            last = ctx.analysis.models.last_layer(model, node)
             if last is None:
                 continue
             layer_node, act = last
@@ -451,126 +438,10 @@ class LogitsProbabilitiesMismatch(Rule):
                     return self._loss_kind(ctx, value, value, depth + 1)
         return loss, None
 
-    # model side
-    def _last_layer(self, ctx: RuleContext, model: ast.AST, at: ast.AST, depth: int = 0) -> tuple[ast.AST, str] | None:
-        """(layer node, "softmax" | "sigmoid" | "linear" | other) of the model's last layer."""
-        a = ctx.analysis
-        if depth > 3:
-            return None
-        if isinstance(model, ast.Name):
-            scope = a.enclosing_function(at)
-            value = _single_value(ctx, model.id, at)
-            if value is None:
-                return None
-            if isinstance(value, ast.Call):
-                q = a.call_name(value)
-                if q in _SEQUENTIAL:
-                    return self._sequential_last(ctx, value, model.id, scope)
-                if q in _FUNCTIONAL:
-                    return self._functional_last(ctx, value)
-                # model = build(): a function of the module returning a model
-                for f in a.functions.get(value.func.id, []) if isinstance(value.func, ast.Name) else []:
-                    rets = [n for n in _walk_own(f) if isinstance(n, ast.Return) and n.value is not None]
-                    if len(rets) == 1:
-                        return self._last_of_expr(ctx, rets[0].value, rets[0], depth + 1)
-            return None
-        return None
-
-    def _last_of_expr(self, ctx: RuleContext, expr: ast.AST, at: ast.AST, depth: int) -> tuple[ast.AST, str] | None:
-        a = ctx.analysis
-        if isinstance(expr, ast.Call):
-            q = a.call_name(expr)
-            if q in _SEQUENTIAL:
-                return self._sequential_last(ctx, expr, None, None)
-            if q in _FUNCTIONAL:
-                return self._functional_last(ctx, expr)
-        if isinstance(expr, ast.Name):
-            return self._last_layer(ctx, expr, at, depth + 1)
-        return None
-
-    def _sequential_last(self, ctx: RuleContext, call: ast.Call, name: str | None, scope) -> tuple[ast.AST, str] | None:
-        last = None
-        layers = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "layers"), None)
-        if isinstance(layers, (ast.List, ast.Tuple)) and layers.elts:
-            last = layers.elts[-1]
-        elif layers is not None:
-            return None
-        if name is not None:
-            body = scope.body if isinstance(scope, _FUNCS) else ctx.tree.body
-            adds = [
-                n for n in walk_body(body)
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add"
-                and isinstance(n.func.value, ast.Name) and n.func.value.id == name and n.args
-            ]
-            if adds:
-                last = max(adds, key=lambda n: (n.lineno, n.col_offset)).args[0]
-        if last is None:
-            return None
-        act = self._layer_activation(ctx, last)
-        return (last, act) if act else None
-
-    def _functional_last(self, ctx: RuleContext, call: ast.Call) -> tuple[ast.AST, str] | None:
-        outputs = call.args[1] if len(call.args) >= 2 else next((k.value for k in call.keywords if k.arg == "outputs"), None)
-        depth = 0
-        while isinstance(outputs, ast.Name) and depth < 4:
-            outputs = _single_value(ctx, outputs.id, call)
-            depth += 1
-        # outputs = Layer(...)(x)
-        if isinstance(outputs, ast.Call) and isinstance(outputs.func, ast.Call):
-            act = self._layer_activation(ctx, outputs.func)
-            return (outputs, act) if act else None
-        return None
-
-    def _layer_activation(self, ctx: RuleContext, layer: ast.AST) -> str | None:
-        a = ctx.analysis
-        if not isinstance(layer, ast.Call):
-            return None
-        q = a.call_name(layer) or ""
-        last = q.rsplit(".", 1)[-1]
-        if q == "keras.layers.Softmax":
-            return "softmax"
-        if q == "keras.layers.Activation":
-            arg = layer.args[0] if layer.args else next((k.value for k in layer.keywords if k.arg == "activation"), None)
-            return self._activation_value(ctx, arg)
-        if q in _DENSE_LIKE or (q.startswith("keras.layers.") and last in ("Dense", "EinsumDense")):
-            arg = layer.args[1] if len(layer.args) >= 2 else next((k.value for k in layer.keywords if k.arg == "activation"), None)
-            if arg is None:
-                return "linear"
-            return self._activation_value(ctx, arg)
-        return None
-
-    @staticmethod
-    def _activation_value(ctx: RuleContext, arg: ast.AST | None) -> str | None:
-        if arg is None:
-            return None
-        if isinstance(arg, ast.Constant):
-            if arg.value is None:
-                return "linear"
-            if isinstance(arg.value, str):
-                return arg.value if arg.value in ("softmax", "sigmoid", "linear") else "other"
-            return None
-        q = ctx.analysis.qualname(arg)
-        return _ACTIVATION_FUNCS.get(q or "", None)
-
 
 def _single_value(ctx: RuleContext, name: str, at: ast.AST) -> ast.AST | None:
     """The value of the only assignment to ``name`` in the scope of ``at`` (or the module)."""
-    a = ctx.analysis
-    func = a.enclosing_function(at)
-    bodies = [func.body] if isinstance(func, _FUNCS) else []
-    bodies.append(ctx.tree.body)
-    for body in bodies:
-        values = []
-        for n in walk_body(body):
-            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                    values.append(n.value)
-        if len(values) == 1:
-            return values[0]
-        if values:
-            return None
-    return None
+    return ctx.analysis.models.single_value(name, at)
 
 
 # -- TFL603 ---------------------------------------------------------------------------------
@@ -1745,12 +1616,11 @@ class RankOneLabelsMinusColumnPrediction(Rule):
         if "Dense" not in ctx.source:
             return
         a = ctx.analysis
-        head = LogitsProbabilitiesMismatch()
         for node in a.nodes(ast.BinOp):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)) or not self._in_loss(ctx, node):
                 continue
             for labels, pred in ((node.left, node.right), (node.right, node.left)):
-                if self._rank1(ctx, labels, node, 0) and self._column_prediction(ctx, head, pred, node):
+                if self._rank1(ctx, labels, node, 0) and self._column_prediction(ctx, pred, node):
                     ctx.report(
                         node,
                         f"`{ctx.segment(labels)}` has shape [B] and `{ctx.segment(pred)}` (a `Dense(1)` "
@@ -1775,7 +1645,7 @@ class RankOneLabelsMinusColumnPrediction(Rule):
             node, parent = parent, a.parent(parent)
         return False
 
-    def _column_prediction(self, ctx: RuleContext, head: LogitsProbabilitiesMismatch, pred: ast.AST, at: ast.AST) -> bool:
+    def _column_prediction(self, ctx: RuleContext, pred: ast.AST, at: ast.AST) -> bool:
         if isinstance(pred, ast.Name):
             value = _single_value(ctx, pred.id, at)
             if value is None or not _only_assigned(ctx, pred.id, at):
@@ -1786,7 +1656,7 @@ class RankOneLabelsMinusColumnPrediction(Rule):
         model = _single_value(ctx, pred.func.id, at)
         if model is None or not _only_assigned(ctx, pred.func.id, at):
             return False
-        last = head._last_layer(ctx, pred.func, model)  # resolved where the model is defined
+        last = ctx.analysis.models.last_layer(pred.func, model)  # resolved where the model is defined
         if last is None:
             return False
         layer = last[0]
