@@ -36,6 +36,20 @@ def test_late_nan_is_localised_to_the_log_op_and_its_line(profiled):
     assert loss and max(x for x, _ in loss) < d["step"] + 8
 
 
+def test_nan_under_mirrored_strategy_counts_steps_once_and_finds_the_line(profiled):
+    """Two replicas make two gradient calls per step, traced in threads of their own."""
+    name = "nan_inf_mirrored.py"
+    s = _only(profiled(name), "nan-inf")
+    d = s["details"]
+    assert 280 <= d["step"] <= 320, d  # not ~600: one step per run of the step function
+    assert d["op"] == "Log" and d["localised"] and "log of zero" in d["cause"]
+    assert s["location"]["line"] == _line(name, "nan-inf")
+    assert d["gradient_call"][1] == _line(name, "nan-inf") + 1
+    # one loss point per read, the replicas' shares added up: about the full batch's MSE
+    first_loss = profiled(name).report["metrics"]["loss"][0][1]
+    assert first_loss > 2.0, first_loss
+
+
 def test_nan_in_a_fit_loss_function_is_localised_to_the_users_line(profiled):
     name = "nan_inf_fit.py"
     s = _only(profiled(name), "nan-inf")
@@ -95,6 +109,20 @@ def test_tiny_learning_rate_stall(profiled):
     assert {c["kind"] for c in s["details"]["causes"]} == {"lr-tiny"}
     assert s["details"]["steps"] >= 100
     assert "learning rate" in s["message"]
+
+
+@pytest.mark.parametrize("name", ["loss_stall_labels_fit.py", "loss_stall_labels_loop.py",
+                                  "loss_stall_labels_mirrored_fit.py"])
+def test_constant_labels_are_the_cause_even_when_the_loss_falls(profiled, name):
+    run = profiled(name)
+    s = _only(run, "loss-stall")
+    causes = {c["kind"]: c for c in s["details"]["causes"]}
+    assert set(causes) == {"labels-constant"}, causes
+    assert causes["labels-constant"]["value"] == 1.0
+    assert s["details"]["end"] < 0.1 * s["details"]["start"]  # it looks converged
+    assert s["message"].startswith("Labels are constant: every label the loss saw in ")
+    assert "is 1, so the model can only learn to output 1" in s["message"]
+    assert s["location"]["line"] == _line(name, "loss-stall")
 
 
 @pytest.mark.parametrize("name,shapes", [("loss_broadcast_loop.py", [[64, 1], [64]]),

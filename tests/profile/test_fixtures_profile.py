@@ -39,6 +39,10 @@ SIGNAL_FIXTURES = [
     "dead_parameter_untracked_loop.py",
     "loss_stall_fit.py",
     "loss_stall_loop.py",
+    "loss_stall_labels_fit.py",
+    "loss_stall_labels_loop.py",
+    "loss_stall_labels_mirrored_fit.py",
+    "nan_inf_mirrored.py",
     "loss_broadcast_loop.py",
     "loss_broadcast_eager.py",
     "exploding_gradient_loop.py",
@@ -49,7 +53,7 @@ SIGNAL_FIXTURES = [
 CLEAN_FIXTURES = ["clean_custom_loop.py", "clean_fit.py", "clean_fit_numpy.py", "clean_three_loops.py"]
 # clean twins of the training-health fixtures: no signal at all, every hook ran
 HEALTH_CLEAN_FIXTURES = ["nan_inf_late_clean.py", "dead_parameter_fit_clean.py", "loss_broadcast_clean.py",
-                         "deep_relu_clean.py"]
+                         "deep_relu_clean.py", "loss_stall_labels_clean.py"]
 
 
 def test_every_signal_kind_has_a_fixture():

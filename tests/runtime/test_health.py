@@ -250,3 +250,108 @@ def test_dead_parameter_with_none_gradient_names_the_static_rule():
     d = sig.details
     assert d["variables"] == ["v"] and d["reason"] == "gradient-none" and d["rule"] == "TFL302"
     assert sig.location.file == __file__
+
+
+# ------------------------------------------------------------------------------ the probe's cost and inputs
+def _probe_ops(fn, *args):
+    """The non-constant ops the probe added to ``fn``'s graph."""
+    graph = fn.get_concrete_function(*args).graph
+    return [op for op in graph.get_operations() if op.name.startswith("tflint_health") and op.type != "Const"
+            and not (op.type == "Placeholder" and op.outputs[0].dtype == tf.resource)]
+
+
+def test_the_probe_adds_a_handful_of_ops_per_step():
+    """Per step the probe costs one reduction per gradient and per tracked tensor plus a fixed
+    few ops (the overhead budget of bench/profile_overhead.py rests on this count)."""
+    ws = [tf.Variable(tf.ones([4, 4]) * 0.1, name=f"w{i}") for i in range(3)]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = x
+            for w in ws:
+                h = tf.nn.relu(h @ w)
+            loss = tf.reduce_mean((h - y) ** 2)
+        grads = tape.gradient(loss, ws)
+        for g, w in zip(grads, ws):
+            w.assign_sub(0.01 * g)
+        return loss
+
+    x, y = tf.ones([2, 4]), tf.zeros([2, 4])
+    with watch() as s:
+        for _ in range(3):
+            step(x, y)
+        (probe,) = s.health.probes
+        roles = [m["role"] for m in probe.tensors]
+        tracked = [m["tensor"].op.type for m in probe.tensors[1 + len(ws):]]
+        ops = _probe_ops(step, x, y)
+    # x, y, the difference and the square; not the constant exponent, the mean's division by a
+    # constant count, or the gradient's pow(x, 1)
+    assert tracked == ["Placeholder", "Placeholder", "Sub", "Pow"], (roles, tracked)
+    per_tensor = [op for op in ops if op.type in ("L2Loss", "Sum")]
+    assert len(per_tensor) == len(ws) + len(tracked)
+    assert len(ops) - len(per_tensor) <= 8, sorted(op.type for op in ops)
+    assert not [op for op in ops if op.type in ("Switch", "Merge", "If", "StatelessIf")]
+
+
+def test_a_masked_log_does_not_take_the_blame_for_a_later_nan():
+    """``tf.where(x > 0, log(x), 0)`` has -inf in its masked branch from the first step, which
+    never reaches the loss; the NaN that does, later, comes from the sqrt."""
+    w = tf.Variable(tf.fill([4], 1.0), name="w")
+    opt = keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(x, k):
+        with tf.GradientTape() as tape:
+            safe = tf.where(x > 0, tf.math.log(tf.abs(x)), tf.zeros_like(x))
+            loss = tf.reduce_mean(tf.stop_gradient(safe) * w) - tf.reduce_mean(tf.sqrt(w * k))
+        grads = tape.gradient(loss, [w])
+        opt.apply_gradients(zip(grads, [w]))
+        return loss
+
+    x = tf.constant([0.0, 1.0, 2.0, 3.0])
+    with watch(signals={"nan-inf"}) as s:
+        for i in range(40):
+            step(x, tf.constant(1.0 if i < 30 else 0.0))
+    (sig,) = [x for x in s.report().signals if x.kind == "nan-inf"]
+    assert sig.details["step"] == 31 and sig.details["forward_op"] == "Sqrt", sig.details
+
+
+def _label_layout(loss_of, steps=3):
+    """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
+    whose loss is ``loss_of(y, pred)``."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    opt = keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_of(y, model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    x = tf.ones([8, 3])
+    with watch() as s:
+        for i in range(steps):
+            step(x, tf.fill([8, 1], float(i % 2 + 2)))
+        s.health._read_probes(s.health.probes)
+        (probe,) = s.health.probes
+        return probe.layout[2], probe.labels
+
+
+def test_labels_come_from_the_data_and_must_reach_the_loss():
+    mse = keras.losses.MeanSquaredError()
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+
+    class IgnoresTargets(keras.losses.Loss):  # the dummy-target idiom: y_true is never used
+        def call(self, y_true, y_pred):
+            return tf.reduce_mean(y_pred ** 2)
+
+    nl, labels = _label_layout(lambda y, p: mse(tf.cast(y, tf.float32), p), steps=4)
+    assert nl == 2 and labels == (2.0, 3.0, 4)  # labels 2, 3, 2, 3: each batch constant, the run not
+    nl, labels = _label_layout(lambda y, p: mse(y[:, :0] + 4.0 + tf.zeros_like(p), p), steps=4)
+    assert nl == 0  # built from constants, not read from the data
+    assert _label_layout(lambda y, p: bce(tf.ones_like(p), p))[0] == 0  # a GAN's targets
+    assert _label_layout(lambda y, p: IgnoresTargets()(y, p))[0] == 0
+    assert _label_layout(lambda y, p: tf.reduce_mean((y - p) ** 2))[0] == 0  # no Keras loss: not seen

@@ -6,13 +6,16 @@ Fed by the ``GradientTape.gradient`` / optimizer / tape-enter wrappers of
 by the session's step tick (``on_step``). What it costs:
 
 * **inside a ``tf.function``** (custom loops and Keras ``fit``), added once per trace of a
-  gradient call, with no control flow: a shared counter increment, the loss, one ``l2_loss``
-  per gradient, one finiteness test per tracked tensor (the loss, the gradients, and the few
-  tensors around risky ops that :mod:`tflint.runtime.nan_inf` picks) folded into a "first
-  non-finite step" vector, and one read and one write of a small state vector — about
-  ``V + 2R + 18`` small ops for ``V`` gradients and ``R`` tracked tensors. Nothing is read back
-  during the step: every ``SAMPLE_EVERY`` steps the state vector (step, loss sum, squared norms,
-  first non-finite steps) is read once;
+  gradient call, with no control flow and nothing read back during the step: a shared counter
+  increment, one ``l2_loss`` per gradient, one sum per tracked tensor (the few tensors around
+  risky ops that :mod:`tflint.runtime.nan_inf` picks, constants left out), one stack of those
+  scalars and the loss, one finiteness test of the stack, and two scatter ops into a small state
+  vector: the running sums of the loss and the squared norms (``ResourceScatterAdd``) and the
+  first non-finite step of each tracked value (``ResourceScatterMin``) — ``V + R + 8`` small ops
+  for ``V`` gradients and ``R`` tracked tensors, plus two reductions when the labels are seen.
+  The state vector is read every ``SAMPLE_EVERY`` steps (after ``DENSE_READ_STEPS`` steps, at
+  most every ``READ_INTERVAL_S``): the series get the mean loss and the
+  mean squared norms since the last read, so they do not alias with the order of the batches;
 * **eagerly**: the loss is read each step (one host copy of a scalar); gradients are reduced to
   squared norms with numpy every ``SAMPLE_EVERY`` steps and when the loss is not finite.
 
@@ -31,8 +34,14 @@ from tflint.runtime.hookbase import Hook, user_site_tf_stack
 
 KIND = "training-health"
 SAMPLE_EVERY = 8
+# the graph probes are read every SAMPLE_EVERY steps for the first DENSE_READ_STEPS steps (short
+# runs keep their resolution), then at most every READ_INTERVAL_S (a read is an eager op and a
+# host copy: at 1 ms steps, reading every 8 steps would cost ~1% of the step time)
+DENSE_READ_STEPS = 512
+READ_INTERVAL_S = 0.025
 COND_MIN_ELEMENTS = 1 << 20  # gradients this large get their norms sampled, not computed every step
 MAX_PROBES_READ = 8
+MAX_PROBES = 256
 MAX_TRACKED_TENSORS = 4000
 MAX_VARIABLES = 4096
 SNAPSHOT_MAX_ELEMENTS = 8_000_000
@@ -106,14 +115,21 @@ class Probe:
         self.site = site
         self.names = names  # sources with a gradient, in order
         self.var_ids = var_ids
-        self.status: Cell | None = None  # [step, Σloss, loss, ½sq_0..½sq_V-1, first_0..first_T-1]
-        self.tensors: list[dict[str, Any]] = []  # what each mask entry is
-        self.last_step = -1
-        self.last_cum: float | None = None
-        self.first_bad: int | None = None
+        # the state vector: sums of [steps, loss, norm samples, ½‖g_0‖²...], a scratch slot, the
+        # first non-finite step of each tracked tensor (inf: never), the smallest label and minus
+        # the largest (when labels are seen), a scratch slot
+        self.status: Cell | None = None
+        self.tensors: list[dict[str, Any]] = []  # what each tracked entry is
+        self.last_sums: list[float] = [0.0]
+        self.calls = 0
+        self.labels: tuple[float, float, int] | None = None  # the smallest and largest label, over how many steps
+        self.first_bad: int | None = None  # first step the loss or a gradient was not finite
         self.first_steps: list[int] = []  # first non-finite step of each tracked tensor (-1: never)
-        self.layout = (0, 0)  # (gradients, tracked tensors) in the state vector
+        self.layout = (0, 0, 0)  # (gradients, tracked tensors, label stats) in the state vector
         self.localised: dict[str, Any] | None = None
+        # under a strategy with several replicas in sync, the gradient calls of one step (one per
+        # replica): each replica's loss is its share of the global batch's, so their sum is the loss
+        self.replica_group: Any = None
 
 
 class HealthMonitor(Hook):
@@ -137,6 +153,8 @@ class HealthMonitor(Hook):
         self.empty_sources_sites: list[Any] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         self._since_sample = 0
+        self._last_read = 0.0
+        self._graph_steps: dict[int, tuple[Any, Any]] = {}  # id(graph) -> (weakref, its step tensor)
         self._tf: Any = None
 
     # the individual signals (hooks of their own kinds; each can fail on its own)
@@ -205,9 +223,10 @@ class HealthMonitor(Hook):
 
     def on_step(self, step: int, now: float) -> None:
         self._since_sample += 1
-        if self._since_sample < SAMPLE_EVERY:
+        if self._since_sample < SAMPLE_EVERY or (step > DENSE_READ_STEPS and now - self._last_read < READ_INTERVAL_S):
             return
         self._since_sample = 0
+        self._last_read = now
         self._read_probes(self.probes[-MAX_PROBES_READ:])
         d = self.sig("dead-parameter")
         if d is not None:
@@ -326,12 +345,16 @@ class HealthMonitor(Hook):
 
     # -- graph -----------------------------------------------------------------------------
     def _build_probe(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
-        """Add the per-step probe to the graph being traced: a shared gradient-call counter and
-        one state vector, read and rewritten once per step, ``[step, Σloss, loss, ½‖g_i‖²...,
-        first non-finite step of each tracked tensor...]`` (no control flow; about ``V + 2R + 18``
-        small ops for ``V`` gradients and ``R`` tracked tensors)."""
+        """Add the per-step probe to the graph being traced. One state vector per probe, written
+        by two scatter ops and never read inside the step (see :class:`Probe` for its layout):
+        the step's values ``[1, loss, norm count, label min/max..., ½‖g_i‖²..., Σ of each tracked
+        tensor...]`` are packed once; their sums are accumulated (``ResourceScatterAdd``) and,
+        for the loss, the gradients and the tracked tensors, the first step each was not finite
+        is latched (``ResourceScatterMin`` of ``finite ? inf : step``). With a shared step counter
+        that is ``V + R + 8`` small ops for ``V`` gradients and ``R`` tracked tensors."""
         tf = self._tf
         from tensorflow.python.framework import ops
+        from tensorflow.python.ops import gen_resource_variable_ops as rv
 
         targets = [t for t in _flat(target) if _is_float_tensor(t)]
         pairs = [(s, g) for s, g in zip(sources, grads)
@@ -347,23 +370,29 @@ class HealthMonitor(Hook):
             except Exception as exc:  # noqa: BLE001
                 ni.fail(exc, "choosing the tensors to track")
                 risky = []
+        probe.replica_group = _replica_group(ops.get_default_graph(), probe.site)
+        labels = self._step_labels(ops.get_default_graph(), targets)
+        nl = 2 if labels is not None else 0
         nt = 1 + nv + len(risky)  # tracked for finiteness: the loss, each gradient, risky tensors
-        probe.layout = (nv, nt)
+        probe.layout = (nv, nt, nl)
+        nacc = 3 + nv
+        probe.last_sums = [0.0] * nacc
+        size = nacc + 1 + nt + nl + 1  # sums | scratch | first non-finite steps | label min, -max | scratch
         with ops.init_scope():
             if self.graph_calls_cell is None:  # gradient calls counted over all traces
                 self.graph_calls_cell = Cell(tf, tf.constant(0.0, tf.float64))
-            init = tf.concat([tf.zeros([3 + nv], tf.float64), tf.fill([nt], tf.constant(-1.0, tf.float64))], 0)
+            init = tf.concat([tf.zeros([nacc + 1], tf.float64), tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))], 0)
             probe.status = Cell(tf, init)
-        f64 = tf.float64
-        counter = self.graph_calls_cell
+        f32, f64 = tf.float32, tf.float64
+        # where each packed value goes: the sums of [1, loss, norm count, ½‖g_i‖²...], the first-
+        # step latch of the loss, the gradients and the tracked tensors, the minimum of the label
+        # minimum and of minus the label maximum; a scratch slot for the rest
+        scratch_add, first0, label0, scratch_min = nacc, nacc + 1, nacc + 1 + nt, size - 1
+        acc_idx = [0, 1, 2] + [scratch_add] * nl + list(range(3, 3 + nv)) + [scratch_add] * len(risky)
+        first_idx = ([scratch_min, first0, scratch_min] + [label0 + k for k in range(nl)]
+                     + [first0 + 1 + i for i in range(nv)] + [first0 + 1 + nv + j for j in range(len(risky))])
         with ops.name_scope("tflint_health"):
-            from tensorflow.python.ops import gen_resource_variable_ops as rv
-
-            inc = rv.assign_add_variable_op(counter.handle, tf.constant(1.0, f64))
-            with ops.control_dependencies([inc]):
-                step = counter.read()
-            prev = probe.status.read()
-            f32 = tf.float32
+            step = self._graph_step(ops.get_default_graph())
 
             def as32(t: Any) -> Any:
                 return t if t.dtype == f32 else tf.cast(t, f32)
@@ -377,28 +406,66 @@ class HealthMonitor(Hook):
             def l2(g: Any) -> Any:  # half the sum of squares, in float32 (float16 would overflow)
                 return tf.nn.l2_loss(as32(g))
 
-            sample = None
+            def total(t: Any) -> Any:  # non-finite iff an element is (or the sum overflows)
+                if t.dtype in (tf.float16, tf.bfloat16):
+                    t = tf.cast(t, f32)
+                return as32(tf.reduce_sum(t))
+
+            head = [tf.constant(1.0, f32), loss32]
+            # the labels' minimum and minus their maximum, kept as minimums over the run
+            label_vals = [] if labels is None else [as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))]
+            sums = [total(t) for t in risky]
             if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
-                # large gradients: the full pass only every SAMPLE_EVERY-th step (a lowered
-                # cond: a Switch per gradient on the other steps); the last sample is kept
+                # large gradients: the norms only every SAMPLE_EVERY-th step (a lowered cond: a
+                # Switch per gradient on the other steps); the norm count says how many were taken
                 sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
-                sq = tf.cond(sample, lambda: tf.cast(tf.stack([l2(g) for g in gvals]), f64), lambda: tf.zeros([nv], f64))
-                sq = tf.where(sample, sq, prev[3:3 + nv])
-                roots = tf.concat([tf.reshape(tf.cast(loss32, f64), [1]), sq], 0)
+                sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
+                vals = tf.concat([tf.stack(head + [tf.cast(sample, f32)] + label_vals), sq] + ([tf.stack(sums)] if sums else []), 0)
             else:
-                # one stack of the loss and every gradient's l2_loss, one cast
-                roots = tf.cast(tf.stack([loss32] + [l2(g) for g in gvals]), f64)
-            cum = prev[1] + roots[0]
-            flags = tf.math.is_finite(roots)
-            if risky:
-                flags = tf.concat([flags, tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in risky])], 0)
-            first = prev[3 + nv:]
-            first = tf.where(tf.logical_or(flags, first >= 0), first, step)  # latch the first bad step
-            probe.status.assign(tf.concat([tf.stack([step, cum]), roots, first], 0))
+                vals = tf.stack(head + [tf.constant(1.0, f32)] + label_vals + [l2(g) for g in gvals] + sums)
+            vals64 = tf.cast(vals, f64)
+            latch = tf.where(tf.math.is_finite(vals), tf.constant(math.inf, f64), step)
+            if nl:  # the label entries go to the minimum as they are
+                keep = [False] * 3 + [True] * nl + [False] * (nv + len(risky))
+                latch = tf.where(tf.constant(keep), vals64, latch)
+            rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
+            rv.resource_scatter_add(probe.status.handle, tf.constant(acc_idx, tf.int32), vals64)
         self.probes.append(probe)
 
+    def _graph_step(self, graph: Any) -> Any:
+        """The step number in ``graph``: the shared counter, incremented once per run of the graph
+        however many gradient calls it makes (one per replica under ``MirroredStrategy``, two in a
+        GAN step)."""
+        tf = self._tf
+        from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+        entry = self._graph_steps.get(id(graph))
+        if entry is not None and entry[0]() is graph:
+            return entry[1]
+        inc = rv.assign_add_variable_op(self.graph_calls_cell.handle, tf.constant(1.0, tf.float64))
+        with tf.control_dependencies([inc]):
+            step = self.graph_calls_cell.read()
+        if len(self._graph_steps) >= MAX_PROBES:
+            self._graph_steps.clear()
+        self._graph_steps[id(graph)] = (weakref.ref(graph), step)
+        return step
+
+    def _step_labels(self, graph: Any, targets: list[Any]) -> Any:
+        """The labels of the step being traced, when a Keras loss received them from the input
+        data in this graph and the loss depends on them (see :mod:`tflint.runtime.loss_stall`)."""
+        ls = self.sig("loss-stall")
+        if ls is None or not targets:
+            return None
+        try:
+            return ls.labels_in(graph, targets)
+        except Exception as exc:  # noqa: BLE001
+            ls.fail(exc, "finding the labels")
+            return None
+
     def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
-        """One read of each probe's state vector."""
+        """One read of each probe's state vector; the series get the means since the last read."""
+        steps = self.session.steps.count if self.session.steps is not None else 0
+        replica_losses: dict[Any, list[float]] = {}  # the replicas of one step: their losses add up
         for p in probes:
             if p.status is None:
                 continue
@@ -406,32 +473,37 @@ class HealthMonitor(Hook):
                 st = p.status.numpy()
             except Exception:  # noqa: BLE001 - e.g. the runtime is shutting down
                 continue
-            nv, nt = p.layout
-            step = int(st[0])
-            if step <= max(p.last_step, 0):
+            nv, nt, nl = p.layout
+            count = float(st[0])
+            if count <= p.last_sums[0]:
                 continue
-            # the mean loss since the last read (a running sum in the graph: no aliasing with
-            # the order of the batches), or the last loss on the first read
-            cum = float(st[1])
-            if p.last_cum is not None and p.last_step > 0:
-                self.loss.add(step, (cum - p.last_cum) / (step - p.last_step))
+            d = [float(a) - b for a, b in zip(st[:3 + nv], p.last_sums)]
+            p.last_sums = [float(a) for a in st[:3 + nv]]
+            p.calls += int(d[0])
+            x = steps or p.calls
+            mean_loss = d[1] / d[0]  # the mean loss since the last read: no aliasing with batch order
+            if p.replica_group is None:
+                self.loss.add(x, mean_loss)
             else:
-                self.loss.add(step, float(st[2]))
-            p.last_step = step
-            p.last_cum = cum
-            sq = [2.0 * float(x) for x in st[3:3 + nv]]  # l2_loss is half the sum of squares
-            self._add_norms(step, p.names, sq)
-            for vid, v in zip(p.var_ids, sq):
-                info = self.variables.get(vid)
-                if info is not None:
-                    info["sampled"] += 1
-                    if math.isfinite(v) and v > info["maxsq"]:
-                        info["maxsq"] = v
-            first = st[3 + nv:3 + nv + nt]
-            bad = [f for f in first if f >= 0]
+                replica_losses.setdefault((p.replica_group, x), []).append(mean_loss)
+            if nl:  # the smallest and the largest label so far, and over how many steps
+                p.labels = (float(st[3 + nv + 1 + nt]), -float(st[3 + nv + 2 + nt]), p.calls)
+            if d[2] > 0:
+                sq = [2.0 * v / d[2] for v in d[3:3 + nv]]  # l2_loss is half the sum of squares
+                self._add_norms(x, p.names, sq)
+                for vid, v in zip(p.var_ids, sq):
+                    info = self.variables.get(vid)
+                    if info is not None:
+                        info["sampled"] += 1
+                        if math.isfinite(v) and v > info["maxsq"]:
+                            info["maxsq"] = v
+            first = st[3 + nv + 1:3 + nv + 1 + nt]
+            p.first_steps = [int(f) if math.isfinite(f) else -1 for f in first]
+            bad = [f for f in p.first_steps[:1 + nv] if f >= 0]  # the loss or a gradient, not an intermediate
             if bad and p.first_bad is None:
-                p.first_bad = int(min(bad))
-                p.first_steps = [int(f) for f in first]
+                p.first_bad = min(bad)
+        for (_, x), losses in replica_losses.items():
+            self.loss.add(x, sum(losses))
 
     # -- report ----------------------------------------------------------------------------
     def learning_rates(self) -> list[tuple[str, float | None]]:
@@ -448,6 +520,19 @@ class HealthMonitor(Hook):
                 lr = None
             out.append((type(opt).__name__, lr))
         return out
+
+
+def _replica_group(graph: Any, site: Any) -> Any:
+    """``(graph, gradient call site)`` when tracing one replica's step of several in sync."""
+    try:
+        from tensorflow.python.distribute import distribute_lib
+
+        ctx = distribute_lib.get_replica_context()
+        if ctx is None or int(ctx.num_replicas_in_sync) <= 1:
+            return None
+    except Exception:  # noqa: BLE001
+        return None
+    return (id(graph), tuple(site) if site else None)
 
 
 def _num_elements(tensors: list[Any]) -> int:

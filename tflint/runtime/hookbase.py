@@ -80,9 +80,58 @@ def user_frame(frame: Any = None) -> tuple[str, int] | None:
     return None
 
 
+AUTOGRAPH_MARKER = "__autograph_generated_file"
+_autograph_maps: dict[str, dict[int, tuple[str, int]]] = {}  # generated file -> {line: (file, line)}
+
+
+def _learn_autograph_map(frame: Any) -> None:
+    """Remember the source map of the autograph-generated file running in ``frame``.
+
+    TensorFlow maps converted code back to the user's source only in the thread that called
+    it through autograph; a ``MirroredStrategy`` replica runs the converted step function in a
+    thread of its own, where stacks and op tracebacks show the generated file. The converted
+    function carries the map of its file (``ag_source_map``, covering the functions nested in
+    it): it is found from the code object of a frame running that file — this one, or the
+    enclosing converted function waiting in another thread — once per file, at trace time."""
+    gen = frame.f_code.co_filename
+    if gen in _autograph_maps or len(_autograph_maps) >= 1024:
+        return
+    import gc
+
+    codes = [frame.f_code]
+    for other in sys._current_frames().values():
+        f = other
+        while f is not None:
+            if f.f_code.co_filename == gen and f.f_code not in codes:
+                codes.append(f.f_code)
+            f = f.f_back
+    table: dict[int, tuple[str, int]] = {}
+    for code in codes:
+        for ref in gc.get_referrers(code):
+            source_map = getattr(ref, "ag_source_map", None)
+            if not isinstance(source_map, dict):
+                continue
+            for loc, origin in source_map.items():
+                try:
+                    if loc.filename == gen:
+                        table[int(loc.lineno)] = (str(origin.loc.filename), int(origin.loc.lineno))
+                except AttributeError:
+                    continue
+        if table:
+            break
+    _autograph_maps[gen] = table
+
+
+def map_autograph(filename: str, lineno: int) -> tuple[str, int] | None:
+    """The user's (file, line) behind a line of autograph-generated code, when its map is known."""
+    table = _autograph_maps.get(filename)
+    return table.get(int(lineno)) if table else None
+
+
 def user_site_tf_stack() -> tuple[str, int] | None:
     """Like :func:`user_frame` but through TensorFlow's stack extractor, which maps frames of
-    autograph-converted code back to the user's source (inside ``tf.function``)."""
+    autograph-converted code back to the user's source (inside ``tf.function``); where it does
+    not (a replica thread of ``MirroredStrategy``), the converted function's own source map."""
     try:
         from tensorflow.python.util import tf_stack
 
@@ -92,7 +141,21 @@ def user_site_tf_stack() -> tuple[str, int] | None:
                 return fr.filename, int(fr.lineno)
     except Exception:  # noqa: BLE001 - fall back to the Python stack
         pass
-    return user_frame(sys._getframe(1))
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if AUTOGRAPH_MARKER in fn:
+            try:
+                _learn_autograph_map(f)
+            except Exception:  # noqa: BLE001
+                pass
+            site = map_autograph(fn, f.f_lineno)
+            if site is not None and not is_library_file(site[0]):
+                return site
+        elif not is_library_file(fn):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
 
 
 def drop_own_frame(exc: BaseException) -> None:

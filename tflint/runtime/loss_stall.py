@@ -6,13 +6,25 @@ the Theil–Sen trend changes the loss by less than ``FLAT_RELATIVE`` of its lev
 of the run, *and* the loss at the end is not materially below the loss at the start (so a run
 that converged early and then plateaued is not a stall). A loss at ~0 (already fitted) or
 non-finite (``nan-inf`` says why) is not judged. Causes looked for: all gradients ``None`` or
-zero, a learning rate of 0 or tiny, a one-unit softmax/sigmoid-free output, constant labels.
+zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels.
+
+Labels are seen where a Keras loss (``compile(loss=...)`` or a ``keras.losses`` object called in
+a custom loop) receives them inside a traced step: ``Loss.__call__`` is wrapped, and at trace
+time its ``y_true`` is kept when it comes from the step's input data through value-preserving
+ops only (a cast, reshape, slice, one-hot: not ``tf.ones_like``, as a GAN's targets are) and the
+loss depends on it (not dummy targets that the loss ignores). The probe of
+:mod:`tflint.runtime.health` then keeps the smallest and the largest label of the run (two reductions per step,
+folded into its minimum). Labels that are one value over the whole run are a cause, and enough on their own:
+the model can only learn to output that value, so a loss that falls towards 0 there (which
+would otherwise read as converged) has learned nothing.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import weakref
 
 from tflint.profiler import stats
 from tflint.runtime.hookbase import Hook
@@ -24,15 +36,101 @@ START_END_RELATIVE = 0.05
 MIN_POINTS = 10
 MIN_STEPS = 40
 TINY_LR = 1e-7
+MAX_GRAPHS = 64
+MAX_LABELS_PER_GRAPH = 16
+MAX_LABEL_WALK = 64
+# ops whose output carries its first input's values (or a selection of them)
+_PASS_THROUGH = {"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Slice", "GatherV2",
+                 "OneHot", "Unpack", "Split", "SplitV", "IdentityN", "Transpose", "EnsureShape", "StopGradient"}
+_DATA_SOURCES = {"Placeholder", "IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
+                 "MultiDeviceIteratorGetNextFromShard"}
+
+
+def _from_data(t: Any) -> bool:
+    """``t`` carries input-data values: a data source reached through pass-through ops only."""
+    op = t.op
+    for _ in range(MAX_LABEL_WALK):
+        if op.type in _DATA_SOURCES:
+            return True
+        if op.type not in _PASS_THROUGH or not op.inputs:
+            return False
+        op = op.inputs[0].op
+    return False
+
+
+def _depends_on(targets: list[Any], t: Any, limit: int = 20000) -> bool:
+    seen: set[int] = set()
+    stack = [x.op for x in targets]
+    while stack and len(seen) < limit:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if any(o is t for o in op.outputs):
+            return True
+        stack.extend(i.op for i in op.inputs)
+    return False
 
 
 class LossStallHook(Hook):
     kind = KIND
 
-    def _install(self) -> None:
-        pass
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self._labels: dict[int, tuple[Any, list[Any]]] = {}  # id(graph) -> (weakref to graph, [y_true...])
 
-    def judge(self, points: list[tuple[float, float]]) -> dict[str, Any] | None:
+    def _install(self) -> None:
+        from tensorflow.python.eager import context
+
+        try:
+            from keras.src.losses.loss import Loss
+        except Exception:  # noqa: BLE001 - no Keras: labels are not seen, the rest works
+            return
+        executing_eagerly = context.executing_eagerly
+        hook = self
+
+        def make(orig: Any) -> Any:
+            def __call__(loss: Any, y_true: Any, y_pred: Any, *args: Any, **kwargs: Any) -> Any:
+                if hook.active and not executing_eagerly():
+                    try:
+                        hook._note_labels(y_true)
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "noting the labels")
+                return orig(loss, y_true, y_pred, *args, **kwargs)
+
+            return __call__
+
+        self.patch(Loss, "__call__", make)
+
+    def _note_labels(self, y_true: Any) -> None:
+        graph = getattr(y_true, "graph", None)
+        dtype = getattr(y_true, "dtype", None)
+        if graph is None or dtype is None or not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+            return
+        if not _from_data(y_true):
+            return
+        entry = self._labels.get(id(graph))
+        if entry is None or entry[0]() is not graph:
+            if len(self._labels) >= MAX_GRAPHS:
+                return
+            entry = self._labels[id(graph)] = (weakref.ref(graph), [])
+        if len(entry[1]) < MAX_LABELS_PER_GRAPH:
+            entry[1].append(y_true)
+
+    def labels_in(self, graph: Any, targets: list[Any]) -> Any:
+        """The data labels a Keras loss received in ``graph`` last before this gradient call, among
+        those the loss ``targets`` depend on (each replica of a strategy traces its own loss)."""
+        entry = self._labels.get(id(graph))
+        if entry is None or entry[0]() is not graph:
+            return None
+        for y in reversed(entry[1]):
+            if not y.dtype.is_bool and _depends_on(targets, y):
+                return y
+        return None
+
+    def judge(self, points: list[tuple[float, float]], labels_constant: bool = False) -> dict[str, Any] | None:
+        """The stall over the sampled loss series, or None. With constant labels the run is judged
+        stalled whatever the loss does: a loss that falls to ~0 there only learned the constant."""
         pts = [(float(x), float(y)) for x, y in points]
         if len(pts) < MIN_POINTS or not all(math.isfinite(y) for _, y in pts):
             return None
@@ -47,16 +145,31 @@ class LossStallHook(Hook):
         xs = [p[0] for p in body]
         ys = [p[1] for p in body]
         trend = stats.relative_change(xs, ys)
-        if trend["level"] < 1e-6 or trend["relative"] >= FLAT_RELATIVE:
-            return None
         k = max(3, len(pts) // 5)
         start = stats.median(y for _, y in pts[:k])
         end = stats.median(y for _, y in pts[-k:])
-        if start - end > START_END_RELATIVE * max(abs(start), 1e-12):
-            return None  # it did go down (early), then plateaued: converged, not stalled
+        if not labels_constant:  # constant labels: whatever the loss does, there is nothing to learn
+            if trend["level"] < 1e-6 or trend["relative"] >= FLAT_RELATIVE:
+                return None
+            if start - end > START_END_RELATIVE * max(abs(start), 1e-12):
+                return None  # it did go down (early), then plateaued: converged, not stalled
         return {"steps": int(x1 - x0), "window_steps": [int(xs[0]), int(xs[-1])], "level": trend["level"],
                 "relative_change": trend["relative"], "slope_per_step": trend["slope"], "start": start, "end": end,
                 "constant": max(ys) == min(ys)}
+
+
+def constant_labels(session: Any) -> dict[str, Any] | None:
+    """The one value every label took, when labels were seen (over at least ``MIN_STEPS``
+    steps) and their smallest and largest value over the whole run are the same."""
+    mon = session.health
+    seen = [p.labels for p in mon.probes if p.labels is not None]
+    steps = max((n for _, _, n in seen), default=0)  # the replicas of a strategy see the same steps
+    if steps < MIN_STEPS:
+        return None
+    lows, highs = {lo for lo, _, _ in seen}, {hi for _, hi, _ in seen}
+    if len(lows) != 1 or lows != highs or not all(math.isfinite(v) for v in lows):
+        return None
+    return {"value": lows.pop(), "steps": steps}
 
 
 def _one_unit_softmax() -> list[str]:
@@ -100,6 +213,10 @@ def causes(session: Any) -> list[dict[str, Any]]:
                             "so the output and the loss never change (use 'sigmoid' for one unit)"})
     if not mon.variables and session.hooks.get("dead-parameter") is not None:
         out.append({"kind": "no-trainable-variables", "text": "the model has no trainable variables"})
+    labels = constant_labels(session)
+    if labels is not None:
+        out.append({"kind": "labels-constant", "value": labels["value"], "steps": labels["steps"],
+                    "text": f"every label is {labels['value']:g}: the model can only learn to output that one value"})
     return out
 
 
@@ -110,7 +227,7 @@ def signals(session: Any) -> list[Any]:
     hook = session.hooks.get(KIND)
     if mon is None or hook is None:
         return []
-    j = hook.judge(mon.loss.downsample(400))
+    j = hook.judge(mon.loss.downsample(400), labels_constant=constant_labels(session) is not None)
     if j is None:
         return []
     cs = causes(session)
@@ -124,11 +241,22 @@ def signals(session: Any) -> list[Any]:
         fixes.append("raise the learning rate (1e-3 for Adam is a usual start)")
     if kinds & {"all-none", "all-zero", "no-trainable-variables"}:
         fixes.append("make the loss depend on trainable variables (see the dead-parameter / none-gradient findings)")
+    if "labels-constant" in kinds:
+        fixes.append("check which column or feature the labels are read from")
     if not fixes:
         fixes.append("check the learning rate, that labels vary and match the loss, and that the output activation suits it")
-    msg = (f"Loss does not decrease: {what} for {j['steps']} steps"
-           + (". Likely cause: " + "; ".join(c["text"] for c in cs) if cs else "")
-           + ". Fix: " + "; ".join(fixes) + ".")
+    labels = next((c for c in cs if c["kind"] == "labels-constant"), None)
+    if labels is not None:
+        value = f"{labels['value']:g}"
+        others = [c["text"] for c in cs if c is not labels]
+        msg = (f"Labels are constant: every label the loss saw in {labels['steps']} steps is {value}, so the model can only "
+               f"learn to output {value}; the loss going from {j['start']:.4g} to {j['end']:.4g} is that, not learning"
+               + (". Also: " + "; ".join(others) if others else "")
+               + ". Fix: " + "; ".join(fixes) + ".")
+    else:
+        msg = (f"Loss does not decrease: {what} for {j['steps']} steps"
+               + (". Likely cause: " + "; ".join(c["text"] for c in cs) if cs else "")
+               + ". Fix: " + "; ".join(fixes) + ".")
     site = mon.probes[-1].site if mon.probes and mon.probes[-1].site else None
     if site is None:
         src = session.steps.primary if session.steps is not None else None

@@ -5,11 +5,14 @@ Inside ``tf.function`` and ``fit`` (the probe of :mod:`tflint.runtime.health`, e
 control flow): the finiteness of the loss, of each gradient (through its sum of squares) and of
 a few *tracked* tensors — the outputs and inputs of the ops that can turn finite values into
 NaN/Inf (log, division, exp, pow, sqrt and their gradients) and the step's floating-point
-inputs, chosen once per trace — is folded into a vector holding, for each, the first step it
-was not finite. That vector is read every few steps with the rest of the probe's state. Once a
-non-finite value has been seen, the expensive part runs once, when the report is built: the
-origin is the earliest tracked op (in step, then creation order) whose output went non-finite
-while its tracked inputs were still finite; its user source line comes from the op's creation
+inputs, chosen once per trace; constants, divisions by a nonzero constant and powers of 0 or 1
+are left out, they cannot turn finite values into NaN/Inf — is folded into a vector holding, for
+each, the first step it was not finite (each tracked tensor through its sum, one reduction). That
+vector is read every few steps with the rest of the probe's state. Only the loss and the gradients
+decide that a step went non-finite: an intermediate that is non-finite without reaching them (the
+masked branch of a ``tf.where``) is not a finding. Once a non-finite value has been seen, the
+expensive part runs once, when the report is built: the origin is the earliest tracked op (in
+creation order) whose output went non-finite at that step while its tracked inputs were finite; its user source line comes from the op's creation
 traceback (which TensorFlow maps back through autograph), and the op type gives the likely
 cause. Because each tensor keeps its *first* bad step, the later spread of the NaN into the
 variables does not hide the origin. In eager mode the loss is checked every step and the
@@ -21,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from tflint.runtime.health import Probe, var_name
-from tflint.runtime.hookbase import Hook, is_library_file
+from tflint.runtime.hookbase import AUTOGRAPH_MARKER, Hook, is_library_file, map_autograph
 
 KIND = "nan-inf"
 
@@ -64,9 +67,57 @@ def _site(op: Any) -> tuple[str, int] | None:
     user = None
     for fr in tb:
         fn = getattr(fr, "filename", None)
-        if fn and not is_library_file(fn):
+        if fn and AUTOGRAPH_MARKER in fn:  # a replica thread's traceback: not mapped by TensorFlow
+            mapped = map_autograph(fn, fr.lineno)
+            if mapped is not None and not is_library_file(mapped[0]):
+                user = mapped
+        elif fn and not is_library_file(fn):
             user = (fn, int(fr.lineno))
     return user
+
+
+_FOLDABLE = {"AddV2": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+             "Neg": lambda a: -a, "Identity": lambda a: a, "Cast": lambda a: a}
+
+
+def _constant(t: Any, depth: int = 4) -> Any:
+    """The value of ``t`` when it is known at trace time (a constant, or simple arithmetic of
+    constants), else None: a constant is never tracked, it cannot turn non-finite."""
+    import numpy as np
+
+    op = t.op
+    if op.type == "Const":
+        try:
+            from tensorflow.python.framework import tensor_util
+
+            return np.asarray(tensor_util.constant_value(t))
+        except Exception:  # noqa: BLE001
+            return None
+    fn = _FOLDABLE.get(op.type)
+    if fn is None or depth <= 0 or not op.inputs:
+        return None
+    vals = [_constant(i, depth - 1) for i in op.inputs]
+    if any(v is None for v in vals):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(*vals))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _harmless(op: Any) -> bool:
+    """A risky op type that cannot turn finite inputs into NaN/Inf as used here: a division by
+    a nonzero constant (a mean's gradient), a power of 0 or 1 (``x ** 2``'s gradient)."""
+    import numpy as np
+
+    if op.type in ("RealDiv", "Div") and len(op.inputs) == 2:
+        d = _constant(op.inputs[1])
+        return d is not None and bool(np.all(np.abs(d) >= 1e-30)) and bool(np.all(np.isfinite(d)))
+    if op.type == "Pow" and len(op.inputs) == 2:
+        e = _constant(op.inputs[1])
+        return e is not None and bool(np.all((e == 0) | (e == 1)))
+    return False
 
 
 def _forward_op(graph: Any, op: Any) -> Any:
@@ -133,7 +184,8 @@ class NanInfHook(Hook):
         chosen_ids: set[int] = set()
 
         def add(t: Any, role: str | None) -> None:
-            if len(chosen) >= MAX_TRACKED or id(t) in chosen_ids or id(t) in root_ids or not t.dtype.is_floating:
+            if (len(chosen) >= MAX_TRACKED or id(t) in chosen_ids or id(t) in root_ids or not t.dtype.is_floating
+                    or _constant(t) is not None):
                 return
             chosen.append(t)
             chosen_ids.add(id(t))
@@ -143,7 +195,7 @@ class NanInfHook(Hook):
             if op.type == "Placeholder" and op.outputs and op.outputs[0].dtype.is_floating:
                 add(op.outputs[0], "the input data")
         for op in order:
-            if op.type in RISKY:
+            if op.type in RISKY and not _harmless(op):
                 for t in op.inputs:
                     add(t, None)
                 for t in op.outputs:
@@ -162,7 +214,9 @@ class NanInfHook(Hook):
         bad = [(f, i, m) for i, (f, m) in enumerate(zip(firsts, meta)) if f >= 0]
         if not bad:
             return None
-        step0 = min(f for f, _, _ in bad)
+        # the step the loss or a gradient first went non-finite: a tensor that was non-finite
+        # earlier without reaching them (the masked branch of a tf.where) is not the origin
+        step0 = probe.first_bad if probe.first_bad is not None else min(f for f, _, _ in bad)
         at_first = [m for f, _, m in bad if f == step0]
         roles = [m["role"] for m in at_first if m["role"]]
         tensor = ("the loss" if "the loss" in roles else
