@@ -355,3 +355,18 @@ def test_labels_come_from_the_data_and_must_reach_the_loss():
     assert _label_layout(lambda y, p: bce(tf.ones_like(p), p))[0] == 0  # a GAN's targets
     assert _label_layout(lambda y, p: IgnoresTargets()(y, p))[0] == 0
     assert _label_layout(lambda y, p: tf.reduce_mean((y - p) ** 2))[0] == 0  # no Keras loss: not seen
+
+
+def test_sampled_gradients_of_a_large_model_still_find_the_backward_origin(monkeypatch):
+    """Above COND_MIN_ELEMENTS the gradients are checked every SAMPLE_EVERY steps; the sqrt's
+    infinite gradient at step 31 is still named, at its own step, when the loss goes NaN after."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    with watch() as s:
+        _nan_function_run()
+    assert s.health.probes[0].sampled_gradients
+    (sig,) = [x for x in s.report().signals if x.kind == "nan-inf"]
+    d = sig.details
+    assert d["origin_step"] == 31 and d["step"] >= 31, d
+    assert d["op"] == "SqrtGrad" and d["forward_op"] == "Sqrt"

@@ -39,7 +39,9 @@ SAMPLE_EVERY = 8
 # host copy: at 1 ms steps, reading every 8 steps would cost ~1% of the step time)
 DENSE_READ_STEPS = 512
 READ_INTERVAL_S = 0.025
-COND_MIN_ELEMENTS = 1 << 20  # gradients this large get their norms sampled, not computed every step
+# gradients this large (1 MB of float32) get their norms and finiteness sampled every SAMPLE_EVERY
+# steps, not computed every step: a full pass over them costs a few % of a step that takes ~5 ms
+COND_MIN_ELEMENTS = 1 << 18
 MAX_PROBES_READ = 8
 MAX_PROBES = 256
 MAX_TRACKED_TENSORS = 4000
@@ -130,6 +132,7 @@ class Probe:
         # under a strategy with several replicas in sync, the gradient calls of one step (one per
         # replica): each replica's loss is its share of the global batch's, so their sum is the loss
         self.replica_group: Any = None
+        self.sampled_gradients = False  # a large model: gradients checked every SAMPLE_EVERY steps
 
 
 class HealthMonitor(Hook):
@@ -418,6 +421,7 @@ class HealthMonitor(Hook):
             if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
                 # large gradients: the norms only every SAMPLE_EVERY-th step (a lowered cond: a
                 # Switch per gradient on the other steps); the norm count says how many were taken
+                probe.sampled_gradients = True
                 sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
                 sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
                 vals = tf.concat([tf.stack(head + [tf.cast(sample, f32)] + label_vals), sq] + ([tf.stack(sums)] if sums else []), 0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflint.runtime.health import Probe, var_name
+from tflint.runtime.health import SAMPLE_EVERY, Probe, var_name
 from tflint.runtime.hookbase import AUTOGRAPH_MARKER, Hook, is_library_file, map_autograph
 
 KIND = "nan-inf"
@@ -214,13 +214,17 @@ class NanInfHook(Hook):
         bad = [(f, i, m) for i, (f, m) in enumerate(zip(firsts, meta)) if f >= 0]
         if not bad:
             return None
-        # the step the loss or a gradient first went non-finite: a tensor that was non-finite
-        # earlier without reaching them (the masked branch of a tf.where) is not the origin
-        step0 = probe.first_bad if probe.first_bad is not None else min(f for f, _, _ in bad)
-        at_first = [m for f, _, m in bad if f == step0]
-        roles = [m["role"] for m in at_first if m["role"]]
+        # the step the loss or a gradient first went non-finite; the origin is looked for at the
+        # first step a tracked tensor went non-finite since they were last seen finite (the step
+        # before, or the last sampled step when the gradients of a large model are sampled): a
+        # tensor non-finite earlier without reaching them (a masked tf.where branch) is not it
+        last = probe.first_bad if probe.first_bad is not None else min(f for f, _, _ in bad)
+        lo = last - (SAMPLE_EVERY - 1 if probe.sampled_gradients else 0)
+        step0 = min((f for f, _, _ in bad if lo <= f <= last), default=last)
+        roles = [m["role"] for f, _, m in bad if f == last and m["role"]]
         tensor = ("the loss" if "the loss" in roles else
                   next((r for r in roles if r.startswith("the gradient of ")), roles[0] if roles else "an intermediate tensor"))
+        at_first = [m for f, _, m in bad if f == step0]
         first_of = {id(m["tensor"]): f for f, m in zip(firsts, meta) if m["tensor"] is not None}
         origin = None
         for m in sorted(at_first, key=lambda m: m["op"]._id if m["op"] is not None else 1 << 60):
@@ -231,7 +235,7 @@ class NanInfHook(Hook):
             if all(first_of[id(t)] < 0 or first_of[id(t)] > step0 for t in ins):
                 origin = m
                 break
-        out: dict[str, Any] = {"tensor": tensor, "step": step0,
+        out: dict[str, Any] = {"tensor": tensor, "step": last, "origin_step": step0,
                                "gradients": [r[len("the gradient of "):] for r in roles if r.startswith("the gradient of ")][:10]}
         if origin is not None:
             op = origin["op"]
@@ -293,12 +297,15 @@ def signals(session: Any) -> list[Any]:
             where = f"; the first op that produced a non-finite value from finite inputs is {op_desc}"
             if d.get("site"):
                 where += f" at line {d['site'][1]}"
+            if d.get("origin_step") is not None and d["origin_step"] != step:
+                where += f", at step {d['origin_step']}"
         cause = d.get("cause")
         fix = d.get("fix") or OVERFLOW[1]
         msg = (f"{d.get('tensor', 'a tensor')[0].upper() + d.get('tensor', 'a tensor')[1:]} became NaN/Inf at step {step} "
                f"(inside a tf.function){where}" + (f". Likely cause: {cause}" if cause else "")
                + ". From there on the updates (or the loss) are not finite and the model learns nothing. Fix: " + fix + ".")
-        details = {"step": step, "tensor": d.get("tensor"), "op": d.get("op"), "op_name": d.get("op_name"),
+        details = {"step": step, "origin_step": d.get("origin_step", step), "tensor": d.get("tensor"),
+                   "op": d.get("op"), "op_name": d.get("op_name"),
                    "backward": d.get("backward"), "forward_op": d.get("forward_op"), "dtype": d.get("dtype"),
                    "cause": cause, "fix": fix, "gradients": d.get("gradients", []),
                    "nonfinite_tensors": d.get("nonfinite_tensors"), "localised": bool(d.get("op")),
