@@ -272,6 +272,52 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
     }
 
 
+def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any] | None:
+    """The in-graph share of the overhead, measured finely: the step traced with the hooks on
+    (its probes) and its twin traced with them off are called alternately, one call each, with
+    the hooks off, on one batch. Alternating single calls cancels the machine's drifts, which
+    blocks of steps do not; what is left is what the probes add to each step's graph."""
+    import gc
+
+    session.set_enabled(False)
+    try:
+        if isinstance(wl, GraphLoop) and not isinstance(wl, EagerLoop):
+            x, y = next(wl.it)
+            fns = {on: wl.steps[on].get_concrete_function(x, y) for on in (True, False)}
+            call = {on: (lambda f=fns[on]: f(x, y)) for on in fns}
+        elif isinstance(wl, FitLoop):
+            from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
+
+            found: dict[bool, Any] = {}
+            models = {id(m): on for on, m in wl.models.items()}
+            for f in [o for o in gc.get_objects() if isinstance(o, Function) and o._name == "one_step_on_data"]:
+                owner = getattr(getattr(f, "_python_function", None), "__self__", None)
+                cfs = f._list_all_concrete_functions()
+                for cf in cfs:
+                    probed = any(op.name.startswith("tflint_") for op in cf.graph.get_operations())
+                    if owner is None or id(owner) in models:
+                        found.setdefault(probed, cf)
+            if set(found) != {True, False}:
+                return None
+            x, y = next(iter(wl.ds))
+            call = {on: (lambda f=found[on]: f((x, y))) for on in found}
+        else:
+            return None
+        for on in call:
+            call[on]()
+        times: dict[bool, list[float]] = {True: [], False: []}
+        perf = time.perf_counter
+        for i in range(calls):
+            for on in ((True, False) if i % 2 else (False, True)):
+                t0 = perf()
+                call[on]()
+                times[on].append(perf() - t0)
+    finally:
+        session.set_enabled(True)
+    on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
+    return {"graph_call_s_on": on_s, "graph_call_s_off": off_s, "graph_added_s": on_s - off_s, "calls": calls}
+
+
 def startup(runs: int) -> dict[str, Any]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     cmds = {
@@ -327,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer pairs and start-up runs")
     ap.add_argument("--signals", default=None,
                     help="comma-separated signal kinds to turn on (default: all), e.g. to see one signal's share")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="TensorFlow's inter- and intra-op threads (default: TensorFlow's choice); 1 makes the "
+                         "steps serial, which is steadier on a shared machine and does not let the probes overlap "
+                         "with the step")
+    ap.add_argument("--probe-calls", type=int, default=1000,
+                    help="alternating calls of the probed and the plain traced step, to measure what the "
+                         "in-graph probes add per step (0 to skip)")
     ap.add_argument("--json", dest="json_path", help="write the results here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -337,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
+    if args.threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     watch = importlib.import_module("tflint.runtime.watch").watch
     results: list[dict[str, Any]] = []
     print(f"{'workload':8} {'step':>5} {'width':>9} {'step off':>10} {'step on':>10} "
@@ -358,6 +414,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['ratio_q25']:>7.3f}-{r['ratio_q75']:<7.3f} {r['stepwise_ratio_median']:>8.3f} "
                       f"{target:>7.2f}  "
                       f"{'ok' if r['meets_target'] else 'OVER'}", flush=True)
+                if args.probe_calls and not args.control:
+                    pc = probe_cost(tf, wl, session, args.probe_calls)
+                    if pc is not None:
+                        r["probe_cost"] = pc
+                        print(f"{'':8} {'':5} in-graph probes: +{pc['graph_added_s'] * 1e6:.1f} us per step "
+                              f"({pc['graph_call_s_off'] * 1e3:.3f} -> {pc['graph_call_s_on'] * 1e3:.3f} ms per call "
+                              f"of the traced step, alternating calls, hooks off)", flush=True)
         status = session.status()
     out: dict[str, Any] = {"step_overhead": results, "session_status": status}
     if args.startup_runs > 0:
