@@ -272,6 +272,34 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
     }
 
 
+def _closure_objects(fn: Any, wanted: set[int], depth: int = 4) -> list[int]:
+    """ids among ``wanted`` of the objects that ``fn`` closes over, through nested functions,
+    ``__wrapped__`` and bound methods."""
+    found: list[int] = []
+    todo = [(fn, 0)]
+    seen: set[int] = set()
+    while todo:
+        f, d = todo.pop()
+        if f is None or id(f) in seen or d > depth:
+            continue
+        seen.add(id(f))
+        owner = getattr(f, "__self__", None)
+        if id(owner) in wanted:
+            found.append(id(owner))
+        todo.append((getattr(f, "__wrapped__", None), d + 1))
+        todo.append((getattr(f, "__func__", None), d + 1))
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                obj = cell.cell_contents
+            except ValueError:
+                continue
+            if id(obj) in wanted:
+                found.append(id(obj))
+            elif callable(obj):
+                todo.append((obj, d + 1))
+    return found
+
+
 def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any] | None:
     """The in-graph share of the overhead, measured finely: the step traced with the hooks on
     (its probes) and its twin traced with them off are called alternately, one call each, with
@@ -291,11 +319,14 @@ def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any
             found: dict[bool, Any] = {}
             models = {id(m): on for on, m in wl.models.items()}
             for f in [o for o in gc.get_objects() if isinstance(o, Function) and o._name == "one_step_on_data"]:
-                owner = getattr(getattr(f, "_python_function", None), "__self__", None)
-                cfs = f._list_all_concrete_functions()
-                for cf in cfs:
+                # Keras' one_step_on_data closes (a few functions deep) over its model: only this
+                # workload's two twins count
+                owners = _closure_objects(getattr(f, "_python_function", None), set(models))
+                if not owners:
+                    continue
+                for cf in f._list_all_concrete_functions():
                     probed = any(op.name.startswith("tflint_") for op in cf.graph.get_operations())
-                    if owner is None or id(owner) in models:
+                    if probed == models[owners[0]]:
                         found.setdefault(probed, cf)
             if set(found) != {True, False}:
                 return None

@@ -384,7 +384,8 @@ class HealthMonitor(Hook):
         with ops.init_scope():
             if self.graph_calls_cell is None:  # gradient calls counted over all traces
                 self.graph_calls_cell = Cell(tf, tf.constant(0.0, tf.float64))
-            init = tf.concat([tf.zeros([nacc + 1], tf.float64), tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))], 0)
+            never = tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))
+            init = tf.concat([tf.zeros([nacc + 1], tf.float64), never], 0)
             probe.status = Cell(tf, init)
         f32, f64 = tf.float32, tf.float64
         # where each packed value goes: the sums of [1, loss, norm count, ½‖g_i‖²...], the first-
@@ -424,7 +425,8 @@ class HealthMonitor(Hook):
                 probe.sampled_gradients = True
                 sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
                 sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
-                vals = tf.concat([tf.stack(head + [tf.cast(sample, f32)] + label_vals), sq] + ([tf.stack(sums)] if sums else []), 0)
+                scalars = tf.stack(head + [tf.cast(sample, f32)] + label_vals)
+                vals = tf.concat([scalars, sq] + ([tf.stack(sums)] if sums else []), 0)
             else:
                 vals = tf.stack(head + [tf.constant(1.0, f32)] + label_vals + [l2(g) for g in gvals] + sums)
             vals64 = tf.cast(vals, f64)

@@ -13,18 +13,18 @@ a custom loop) receives them inside a traced step: ``Loss.__call__`` is wrapped,
 time its ``y_true`` is kept when it comes from the step's input data through value-preserving
 ops only (a cast, reshape, slice, one-hot: not ``tf.ones_like``, as a GAN's targets are) and the
 loss depends on it (not dummy targets that the loss ignores). The probe of
-:mod:`tflint.runtime.health` then keeps the smallest and the largest label of the run (two reductions per step,
-folded into its minimum). Labels that are one value over the whole run are a cause, and enough on their own:
-the model can only learn to output that value, so a loss that falls towards 0 there (which
-would otherwise read as converged) has learned nothing.
+:mod:`tflint.runtime.health` then keeps the smallest and the largest label of the run (two
+reductions per step, folded into its minimum). Labels that are one value over the whole run are
+a cause, and enough on their own: the model can only learn to output that value, so a loss that
+falls towards 0 there (which would otherwise read as converged) has learned nothing. Labels are
+not seen in eager loops (nothing says which eager tensor came from the data).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
-
 import weakref
+from typing import Any
 
 from tflint.profiler import stats
 from tflint.runtime.hookbase import Hook
@@ -59,6 +59,7 @@ def _from_data(t: Any) -> bool:
 
 
 def _depends_on(targets: list[Any], t: Any, limit: int = 20000) -> bool:
+    """``t`` is among the ancestors of ``targets`` (a bounded walk of the graph being traced)."""
     seen: set[int] = set()
     stack = [x.op for x in targets]
     while stack and len(seen) < limit:
@@ -249,8 +250,8 @@ def signals(session: Any) -> list[Any]:
     if labels is not None:
         value = f"{labels['value']:g}"
         others = [c["text"] for c in cs if c is not labels]
-        msg = (f"Labels are constant: every label the loss saw in {labels['steps']} steps is {value}, so the model can only "
-               f"learn to output {value}; the loss going from {j['start']:.4g} to {j['end']:.4g} is that, not learning"
+        msg = (f"Labels are constant: every label the loss saw in {labels['steps']} steps is {value}, "
+               f"so the model can only learn to output {value}; the loss going from {j['start']:.4g} to {j['end']:.4g} is that, not learning"
                + (". Also: " + "; ".join(others) if others else "")
                + ". Fix: " + "; ".join(fixes) + ".")
     else:

@@ -12,11 +12,16 @@ vector is read every few steps with the rest of the probe's state. Only the loss
 decide that a step went non-finite: an intermediate that is non-finite without reaching them (the
 masked branch of a ``tf.where``) is not a finding. Once a non-finite value has been seen, the
 expensive part runs once, when the report is built: the origin is the earliest tracked op (in
-creation order) whose output went non-finite at that step while its tracked inputs were finite; its user source line comes from the op's creation
-traceback (which TensorFlow maps back through autograph), and the op type gives the likely
-cause. Because each tensor keeps its *first* bad step, the later spread of the NaN into the
-variables does not hide the origin. In eager mode the loss is checked every step and the
-gradients every few steps, so the step and the tensor are known, not the op.
+creation order) whose output went non-finite at that step while its tracked inputs were finite
+(for a large model whose gradients are checked every few steps, at the first step a tracked
+tensor went non-finite since they were last seen finite). Its user source line comes from the
+op's creation traceback, which TensorFlow maps back through autograph (and tflint through the
+converted function's source map in a ``MirroredStrategy`` replica thread, where TensorFlow does
+not); the op type gives the likely cause. Because each tensor keeps its *first* bad step, the
+later spread of the NaN into the variables does not hide the origin. In eager mode the loss is
+checked every step and the gradients every few steps, so the step and the tensor are known, not
+the op: the forward ops of an eager step are gone by the time its loss is seen, and by the next
+step the NaN is in the weights.
 """
 
 from __future__ import annotations
