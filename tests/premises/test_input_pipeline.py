@@ -235,23 +235,48 @@ def test_tfl403_shuffle_after_batch_keeps_each_batch_together():
 
 # -- TFL404 -------------------------------------------------------------------------------
 
+TFL404_SRC = """
+import tensorflow as tf
+
+tf.random.set_seed({seed})  # None: no global seed (programs here share one process)
+generator = tf.random.Generator.from_seed(1)
+
+def augment(x):
+    return x * 1000 + {draw}
+
+ds = tf.data.Dataset.range(16){pipeline}
+EPOCHS = [sorted(int(v) % 1000 for v in ds) for _ in range(3)]
+"""
+UNSEEDED = "tf.random.uniform([], maxval=1000, dtype=tf.int64)"
+FROM_GENERATOR = "generator.uniform([], maxval=1000, dtype=tf.int64)"
+CACHE_AFTER = ".map(augment, num_parallel_calls=tf.data.AUTOTUNE).cache()"
+CACHE_FIRST = ".cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)"
+
+
+def _tfl404_epochs(seed, draw, pipeline):
+    return run(TFL404_SRC.format(seed=seed, draw=draw, pipeline=pipeline))["EPOCHS"]
+
+
 def test_tfl404_cache_after_random_map_replays_the_first_epoch():
-    src = """
-    import tensorflow as tf
-
-    def augment(x):
-        return x * 1000 + tf.random.uniform([], maxval=1000, dtype=tf.int64)
-
-    ds = tf.data.Dataset.range(16){pipeline}
-    EPOCHS = [[int(v) for v in ds] for _ in range(3)]
-    """
-    bad = src.format(pipeline=".map(augment, num_parallel_calls=tf.data.AUTOTUNE).cache()")
-    good = src.format(pipeline=".cache().map(augment, num_parallel_calls=tf.data.AUTOTUNE)")
+    bad = TFL404_SRC.format(seed=None, draw=UNSEEDED, pipeline=CACHE_AFTER)
+    good = TFL404_SRC.format(seed=None, draw=UNSEEDED, pipeline=CACHE_FIRST)
     e = run(bad)["EPOCHS"]
     assert e[0] == e[1] == e[2]  # augmentation frozen after the first epoch
     e = run(good)["EPOCHS"]
     assert e[0] != e[1] and e[1] != e[2]
     assert "TFL404" in codes(bad) and "TFL404" not in codes(good)
+
+
+def test_tfl404_with_a_global_seed_only_a_generator_draws_new_values_each_epoch():
+    """The caveat in TFL404's fix safety: under a global seed every epoch's iterator starts an
+    unseeded random op from the same seed, so moving `cache` first is not enough; a
+    `tf.random.Generator` carries its state over from epoch to epoch."""
+    e = _tfl404_epochs(0, UNSEEDED, CACHE_FIRST)
+    assert e[0] == e[1] == e[2]  # the same draws every epoch (their order may differ)
+    e = _tfl404_epochs(0, FROM_GENERATOR, CACHE_FIRST)
+    assert e[0] != e[1] and e[1] != e[2]
+    e = _tfl404_epochs(0, FROM_GENERATOR, CACHE_AFTER)
+    assert e[0] == e[1] == e[2]  # and cache after the map still freezes it
 
 
 def test_tfl404_cache_after_shuffle_replays_the_first_order():

@@ -607,7 +607,11 @@ class CacheAfterRandomness(Rule):
         "expression, so the random work runs again every epoch. It is safe: each epoch now sees "
         "new augmentations or a new order, which is what the pipeline asked for; the cache then "
         "holds the elements before the random step. Pipelines split over several statements get "
-        "no fix."
+        "no fix. One case the move does not cure: with a global seed (`tf.random.set_seed`, "
+        "`keras.utils.set_random_seed`), an unseeded `tf.random.*` op in a map draws the same "
+        "values in every epoch, because each epoch's iterator starts the op from the same seed; "
+        "draw from a `tf.random.Generator` or use Keras random layers there, whose state carries "
+        "over from epoch to epoch."
     )
     what = (
         "Checks for `Dataset.cache()` applied after a `.map(...)` whose function draws random "
