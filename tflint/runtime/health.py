@@ -44,6 +44,7 @@ READ_INTERVAL_S = 0.1
 COND_MIN_ELEMENTS = 1 << 18
 MAX_PROBES_READ = 8
 MAX_PROBES = 256
+MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
 MAX_VARIABLES = 4096
 SNAPSHOT_MAX_ELEMENTS = 8_000_000
@@ -365,16 +366,18 @@ class HealthMonitor(Hook):
         gvals = [getattr(g, "values", g) for _, g in pairs]
         probe = Probe(len(self.probes), user_site_tf_stack(), [var_name(s) for s, _ in pairs], [id(s) for s, _ in pairs])
         nv = len(gvals)
+        graph = ops.get_default_graph()
+        order = ancestor_ops(targets + gvals, graph)  # what the loss and the gradients depend on
         ni = self.sig("nan-inf")
         risky: list[Any] = []
         if ni is not None:
             try:
-                risky = ni.tracked_tensors(probe, targets, pairs)
+                risky = ni.tracked_tensors(probe, targets, pairs, order)
             except Exception as exc:  # noqa: BLE001
                 ni.fail(exc, "choosing the tensors to track")
                 risky = []
-        probe.replica_group = _replica_group(ops.get_default_graph(), probe.site)
-        labels = self._step_labels(ops.get_default_graph(), targets)
+        probe.replica_group = _replica_group(graph, probe.site)
+        labels = self._step_labels(graph, {id(op) for op in order}) if targets else None
         nl = 2 if labels is not None else 0
         nt = 1 + nv + len(risky)  # tracked for finiteness: the loss, each gradient, risky tensors
         probe.layout = (nv, nt, nl)
@@ -456,14 +459,14 @@ class HealthMonitor(Hook):
         self._graph_steps[id(graph)] = (weakref.ref(graph), step)
         return step
 
-    def _step_labels(self, graph: Any, targets: list[Any]) -> Any:
+    def _step_labels(self, graph: Any, ancestors: set[int]) -> Any:
         """The labels of the step being traced, when a Keras loss received them from the input
         data in this graph and the loss depends on them (see :mod:`tflint.runtime.loss_stall`)."""
         ls = self.sig("loss-stall")
-        if ls is None or not targets:
+        if ls is None:
             return None
         try:
-            return ls.labels_in(graph, targets)
+            return ls.labels_in(graph, ancestors)
         except Exception as exc:  # noqa: BLE001
             ls.fail(exc, "finding the labels")
             return None
@@ -526,6 +529,23 @@ class HealthMonitor(Hook):
                 lr = None
             out.append((type(opt).__name__, lr))
         return out
+
+
+def ancestor_ops(roots: list[Any], graph: Any, limit: int = MAX_WALK) -> list[Any]:
+    """The ops of ``graph`` that ``roots`` depend on (themselves included), in creation order;
+    at most ``limit`` of them. Walked once per probe, at trace time."""
+    seen: set[int] = set()
+    order = []
+    stack = [t.op for t in roots if t is not None]
+    while stack and len(seen) < limit:
+        op = stack.pop()
+        if id(op) in seen or op.graph is not graph:
+            continue
+        seen.add(id(op))
+        order.append(op)
+        stack.extend(i.op for i in op.inputs)
+    order.sort(key=lambda o: o._id)
+    return order
 
 
 def _replica_group(graph: Any, site: Any) -> Any:

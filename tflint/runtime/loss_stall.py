@@ -58,21 +58,6 @@ def _from_data(t: Any) -> bool:
     return False
 
 
-def _depends_on(targets: list[Any], t: Any, limit: int = 20000) -> bool:
-    """``t`` is among the ancestors of ``targets`` (a bounded walk of the graph being traced)."""
-    seen: set[int] = set()
-    stack = [x.op for x in targets]
-    while stack and len(seen) < limit:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if any(o is t for o in op.outputs):
-            return True
-        stack.extend(i.op for i in op.inputs)
-    return False
-
-
 class LossStallHook(Hook):
     kind = KIND
 
@@ -118,14 +103,15 @@ class LossStallHook(Hook):
         if len(entry[1]) < MAX_LABELS_PER_GRAPH:
             entry[1].append(y_true)
 
-    def labels_in(self, graph: Any, targets: list[Any]) -> Any:
+    def labels_in(self, graph: Any, ancestors: set[int]) -> Any:
         """The data labels a Keras loss received in ``graph`` last before this gradient call, among
-        those the loss ``targets`` depend on (each replica of a strategy traces its own loss)."""
+        those the loss depends on (``ancestors``: ids of the ops the loss and its gradients depend
+        on); each replica of a strategy traces its own loss."""
         entry = self._labels.get(id(graph))
         if entry is None or entry[0]() is not graph:
             return None
         for y in reversed(entry[1]):
-            if not y.dtype.is_bool and _depends_on(targets, y):
+            if not y.dtype.is_bool and id(y.op) in ancestors:
                 return y
         return None
 

@@ -55,7 +55,6 @@ RISKY = {"Log", "Log1p", "Xlogy", "Xlog1py", "Digamma", "Lgamma", "RealDiv", "Di
          "Exp", "Expm1", "Pow", "Softplus", "Sinh", "Cosh", "Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad",
          "Atanh", "Acos", "Asin", "Tan"}
 MAX_TRACKED = 32
-MAX_WALK = 20000
 OVERFLOW = ("overflow: finite inputs produced values beyond the dtype's range (typically after the weights "
             "grew; an exploding update, e.g. a learning rate that is too high)",
             "lower the learning rate, clip gradients (clipnorm=1.0 on the optimizer), or normalise the inputs")
@@ -159,28 +158,14 @@ class NanInfHook(Hook):
             self.eager_event = event
 
     # graph ------------------------------------------------------------------------------
-    def tracked_tensors(self, probe: Probe, targets: list[Any], pairs: list[Any]) -> list[Any]:
+    def tracked_tensors(self, probe: Probe, targets: list[Any], pairs: list[Any], order: list[Any]) -> list[Any]:
         """The tensors whose finiteness the probe tracks besides the loss and the gradients: the
         outputs of the ops that can turn finite values into NaN/Inf (``RISKY``, forward and
         backward), their floating-point inputs, and the floating-point inputs of the step (data),
-        among the ops the loss and the gradients depend on; at most ``MAX_TRACKED`` of them.
-        Entries of ``probe.tensors``: index 0 the loss, 1..V the gradients, then these."""
-        from tensorflow.python.framework import ops
-
-        graph = ops.get_default_graph()
+        among ``order``, the ops the loss and the gradients depend on (in creation order); at most
+        ``MAX_TRACKED`` of them. Entries of ``probe.tensors``: index 0 the loss, 1..V the
+        gradients, then these."""
         grads = [getattr(g, "values", g) for _, g in pairs]
-        roots = [t for t in list(targets) + grads if t is not None]
-        seen: set[int] = set()
-        order = []
-        stack = [t.op for t in roots]
-        while stack and len(seen) < MAX_WALK:
-            op = stack.pop()
-            if id(op) in seen or op.graph is not graph:
-                continue
-            seen.add(id(op))
-            order.append(op)
-            stack.extend(i.op for i in op.inputs)
-        order.sort(key=lambda o: o._id)
         meta: list[dict[str, Any]] = [{"op": targets[0].op if targets else None, "tensor": targets[0] if targets else None,
                                        "role": "the loss"}]
         meta += [{"op": g.op, "tensor": g, "role": f"the gradient of {var_name(s)}"} for (s, _), g in zip(pairs, grads)]
