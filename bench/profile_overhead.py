@@ -394,7 +394,7 @@ def startup(runs: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=30, help="on/off block pairs per workload")
+    ap.add_argument("--pairs", type=int, default=30, help="on/off block pairs per workload (0: only the probe cost)")
     ap.add_argument("--block-s", type=float, default=0.08, help="approximate duration of one block")
     ap.add_argument("--workloads", default="graph,fit,eager")
     ap.add_argument("--steps-ms", default="1,5", help="nominal step times to calibrate to")
@@ -433,18 +433,21 @@ def main(argv: list[str] | None = None) -> int:
             for kind in [w for w in args.workloads.split(",") if w]:
                 wl, measured = calibrate(tf, kind, ms / 1000.0, session)
                 steps = max(10, int(args.block_s / max(measured, 1e-4)))
-                r = paired(wl, session, args.pairs, steps, control=args.control)
                 target = (TARGETS_ALL_SIGNALS if args.signals is None else TARGETS)[(kind, ms)]
-                r.update(control=args.control, workload=kind, nominal_ms=ms, width=wl.width,
-                         hidden_layers=getattr(wl, "depth", 2), target_ratio=target,
-                         meets_target=r["ratio_median"] <= target)
+                r: dict[str, Any] = {"control": args.control, "workload": kind, "nominal_ms": ms, "width": wl.width,
+                                     "hidden_layers": getattr(wl, "depth", 2), "target_ratio": target}
                 results.append(r)
                 shape = f"{wl.width}x{getattr(wl, 'depth', 2)}"
-                print(f"{kind:8} {ms:>3}ms {shape:>9} {r['step_s_off'] * 1e3:>8.3f}ms "
-                      f"{r['step_s_on'] * 1e3:>8.3f}ms {r['ratio_median']:>7.3f} "
-                      f"{r['ratio_q25']:>7.3f}-{r['ratio_q75']:<7.3f} {r['stepwise_ratio_median']:>8.3f} "
-                      f"{target:>7.2f}  "
-                      f"{'ok' if r['meets_target'] else 'OVER'}", flush=True)
+                if args.pairs > 0:
+                    r.update(paired(wl, session, args.pairs, steps, control=args.control))
+                    r["meets_target"] = r["ratio_median"] <= target
+                    print(f"{kind:8} {ms:>3}ms {shape:>9} {r['step_s_off'] * 1e3:>8.3f}ms "
+                          f"{r['step_s_on'] * 1e3:>8.3f}ms {r['ratio_median']:>7.3f} "
+                          f"{r['ratio_q25']:>7.3f}-{r['ratio_q75']:<7.3f} {r['stepwise_ratio_median']:>8.3f} "
+                          f"{target:>7.2f}  "
+                          f"{'ok' if r['meets_target'] else 'OVER'}", flush=True)
+                else:
+                    print(f"{kind:8} {ms:>3}ms {shape:>9} (no paired blocks: --pairs 0)", flush=True)
                 if args.probe_calls and not args.control:
                     pc = probe_cost(tf, wl, session, args.probe_calls)
                     if pc is not None:

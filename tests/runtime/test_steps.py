@@ -99,3 +99,46 @@ def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
             tf.function(train)(x)
     loops = s.steps.summary()["loops"]
     assert [(lp["kind"], lp["name"], lp["steps"]) for lp in loops] == [("function", "train", 80)]
+
+
+def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_counting(monkeypatch):
+    """Past its first steps a loop's steps are recorded and counted in batches (warm caches);
+    the count, the intervals and the input wait are those of counting each step as it happens,
+    and a reader in the middle of a batch sees every step so far."""
+    from tflint.runtime import steps as steps_mod
+
+    def run(batch_after):
+        monkeypatch.setattr(steps_mod, "BATCH_AFTER", batch_after)
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+        opt = tf.keras.optimizers.SGD(0.01)
+        ds = tf.data.Dataset.from_tensor_slices(tf.ones([64, 4])).batch(8).repeat()
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        seen = []
+        with watch() as s:
+            it = iter(ds)
+            for i in range(1, 204):
+                step(next(it))
+                if i == 69:
+                    batched = s.steps._fast_fn is step and len(s.steps._pending) > 0
+                if i in (70, 101, 150):
+                    seen.append(s.steps.count)
+            s.steps.finish()
+            (loop,) = s.steps.loops()
+            fetch_wait = s.input.eager_wait
+        return seen, loop, fetch_wait, s.steps.count, batched
+
+    for batch_after in (10**9, 4):  # step by step, then batched from the 4th step
+        seen, loop, fetch_wait, count, batched = run(batch_after)
+        assert batched == (batch_after == 4)
+        assert seen == [70, 101, 150] and count == 203 and loop.n == 203
+        assert loop.series.count == 202  # one interval per step after the first
+        assert loop.total == pytest.approx(loop.last - loop.first, rel=1e-9)
+        # every fetch's wait is attributed: the start-up interval's and the steady ones
+        assert loop.steady_wait_s + loop.startup_wait_s == pytest.approx(fetch_wait, rel=1e-6, abs=1e-9)

@@ -14,6 +14,7 @@ from typing import Any
 from tflint.runtime.hookbase import Hook
 
 MIN_INTERVAL_S = 1.0
+NEVER = float("inf")
 
 
 def probe() -> tuple[Any, list[Any], str | None]:
@@ -86,12 +87,13 @@ class GpuSampler(Hook):
             self.status, self.reason = "ok", None
         super().install()
 
-    def sample(self, step: int, now: float | None = None, force: bool = False) -> None:
+    def sample(self, step: int, now: float | None = None, force: bool = False) -> tuple[float, float]:
+        """Take a sample when one is due (``force``: now); returns the (step, time) of the next."""
         if not (self.active or force) or self._nvml is None:
-            return
+            return NEVER, NEVER
         now = time.perf_counter() if now is None else now
         if not force and now - self._last < MIN_INTERVAL_S:
-            return
+            return NEVER, self._last + MIN_INTERVAL_S
         self._last = now
         nv = self._nvml
         for i, h in enumerate(self._handles):
@@ -103,7 +105,8 @@ class GpuSampler(Hook):
                 self.store.values[f"gpu{i}.memory_total_bytes"] = int(mem.total)
             except Exception as exc:  # noqa: BLE001
                 self.fail(exc, "NVML sample")
-                return
+                return NEVER, NEVER
+        return NEVER, now + MIN_INTERVAL_S
 
     def summary(self) -> dict[str, Any]:
         if self.status != "ok" or not self.names:

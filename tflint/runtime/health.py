@@ -11,8 +11,9 @@ by the session's step tick (``on_step``). What it costs:
   risky ops that :mod:`tflint.runtime.nan_inf` picks, constants left out), one stack of those
   scalars and the loss, one finiteness test of the stack, and two scatter ops into a small state
   vector: the running sums of the loss and the squared norms (``ResourceScatterAdd``) and the
-  first non-finite step of each tracked value (``ResourceScatterMin``) — ``V + R + 8`` small ops
-  for ``V`` gradients and ``R`` tracked tensors, plus two reductions when the labels are seen.
+  first non-finite step of each tracked value (``ResourceScatterMin``) — ``V + R + 10`` small ops
+  for ``V`` gradients and ``R`` tracked tensors, plus five when the labels are seen. No
+  ``SelectV2``: on CPU one costs about as much as the rest of the probe.
   The state vector is read every ``SAMPLE_EVERY`` steps (after ``DENSE_READ_STEPS`` steps, at
   most every ``READ_INTERVAL_S``): the series get the mean loss and the
   mean squared norms since the last read, so they do not alias with the order of the batches;
@@ -39,6 +40,7 @@ SAMPLE_EVERY = 8
 # host copy and ~0.1-0.2 ms of Python: at 1 ms steps, reading every 8 steps costs ~2% of the step time)
 DENSE_READ_STEPS = 512
 READ_INTERVAL_S = 0.1
+NEVER = float("inf")
 # gradients this large (1 MB of float32) get their norms and finiteness sampled every SAMPLE_EVERY
 # steps, not computed every step: a full pass over them costs a few % of a step that takes ~5 ms
 COND_MIN_ELEMENTS = 1 << 18
@@ -156,7 +158,7 @@ class HealthMonitor(Hook):
         self.applies = 0
         self.empty_sources_sites: list[Any] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
-        self._since_sample = 0
+        self._sample_step = 0  # step of the last read
         self._last_read = 0.0
         self._graph_steps: dict[int, tuple[Any, Any]] = {}  # id(graph) -> (weakref, its step tensor)
         self._tf: Any = None
@@ -225,11 +227,14 @@ class HealthMonitor(Hook):
             if g is not None and len(self.applied_ids) < MAX_VARIABLES:
                 self.applied_ids.add(id(v))
 
-    def on_step(self, step: int, now: float) -> None:
-        self._since_sample += 1
-        if self._since_sample < SAMPLE_EVERY or (step > DENSE_READ_STEPS and now - self._last_read < READ_INTERVAL_S):
-            return
-        self._since_sample = 0
+    def on_step(self, step: int, now: float) -> tuple[float, float]:
+        """Reads the probes when due; returns when the next read is due."""
+        next_step = self._sample_step + SAMPLE_EVERY
+        if step < next_step and step >= self._sample_step:
+            return next_step, NEVER
+        if step > DENSE_READ_STEPS and now - self._last_read < READ_INTERVAL_S:
+            return NEVER, self._last_read + READ_INTERVAL_S
+        self._sample_step = step
         self._last_read = now
         self._read_probes(self.probes[-MAX_PROBES_READ:])
         d = self.sig("dead-parameter")
@@ -238,6 +243,7 @@ class HealthMonitor(Hook):
                 d.snapshot(self.variables)
             except Exception as exc:  # noqa: BLE001
                 d.fail(exc, "variable snapshot")
+        return step + SAMPLE_EVERY, NEVER
 
     def collect(self) -> None:
         """Final read of every probe, once, when the report is built."""
@@ -354,8 +360,11 @@ class HealthMonitor(Hook):
         the step's values ``[1, loss, norm count, label min/max..., ½‖g_i‖²..., Σ of each tracked
         tensor...]`` are packed once; their sums are accumulated (``ResourceScatterAdd``) and,
         for the loss, the gradients and the tracked tensors, the first step each was not finite
-        is latched (``ResourceScatterMin`` of ``finite ? inf : step``). With a shared step counter
-        that is ``V + R + 8`` small ops for ``V`` gradients and ``R`` tracked tensors."""
+        is latched (``ResourceScatterMin`` of ``step / not_finite``: the step where a value is
+        not finite, ``+inf`` where it is — a division, because ``SelectV2`` costs several times
+        more than the four small ops on CPU). With a shared step counter that is ``V + R + 10``
+        small ops for ``V`` gradients and ``R`` tracked tensors; the labels' minimum and maximum,
+        when seen, add their own pack and ``ResourceScatterMin``."""
         tf = self._tf
         from tensorflow.python.framework import ops
         from tensorflow.python.ops import gen_resource_variable_ops as rv
@@ -392,11 +401,11 @@ class HealthMonitor(Hook):
             probe.status = Cell(tf, init)
         f32, f64 = tf.float32, tf.float64
         # where each packed value goes: the sums of [1, loss, norm count, ½‖g_i‖²...], the first-
-        # step latch of the loss, the gradients and the tracked tensors, the minimum of the label
-        # minimum and of minus the label maximum; a scratch slot for the rest
+        # step latch of the loss, the gradients and the tracked tensors; a scratch slot for the
+        # rest. The label minimum and minus the label maximum are kept as minimums of their own.
         scratch_add, first0, label0, scratch_min = nacc, nacc + 1, nacc + 1 + nt, size - 1
-        acc_idx = [0, 1, 2] + [scratch_add] * nl + list(range(3, 3 + nv)) + [scratch_add] * len(risky)
-        first_idx = ([scratch_min, first0, scratch_min] + [label0 + k for k in range(nl)]
+        acc_idx = [0, 1, 2] + list(range(3, 3 + nv)) + [scratch_add] * len(risky)
+        first_idx = ([scratch_min, first0, scratch_min]
                      + [first0 + 1 + i for i in range(nv)] + [first0 + 1 + nv + j for j in range(len(risky))])
         with ops.name_scope("tflint_health"):
             step = self._graph_step(ops.get_default_graph())
@@ -419,8 +428,6 @@ class HealthMonitor(Hook):
                 return as32(tf.reduce_sum(t))
 
             head = [tf.constant(1.0, f32), loss32]
-            # the labels' minimum and minus their maximum, kept as minimums over the run
-            label_vals = [] if labels is None else [as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))]
             sums = [total(t) for t in risky]
             if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
                 # large gradients: the norms only every SAMPLE_EVERY-th step (a lowered cond: a
@@ -428,17 +435,19 @@ class HealthMonitor(Hook):
                 probe.sampled_gradients = True
                 sample = tf.equal(tf.math.floormod(step, float(SAMPLE_EVERY)), 1.0)
                 sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
-                scalars = tf.stack(head + [tf.cast(sample, f32)] + label_vals)
+                scalars = tf.stack(head + [tf.cast(sample, f32)])
                 vals = tf.concat([scalars, sq] + ([tf.stack(sums)] if sums else []), 0)
             else:
-                vals = tf.stack(head + [tf.constant(1.0, f32)] + label_vals + [l2(g) for g in gvals] + sums)
+                vals = tf.stack(head + [tf.constant(1.0, f32)] + [l2(g) for g in gvals] + sums)
             vals64 = tf.cast(vals, f64)
-            latch = tf.where(tf.math.is_finite(vals), tf.constant(math.inf, f64), step)
-            if nl:  # the label entries go to the minimum as they are
-                keep = [False] * 3 + [True] * nl + [False] * (nv + len(risky))
-                latch = tf.where(tf.constant(keep), vals64, latch)
+            # the step where a value is not finite, step / 0 = +inf (never) where it is
+            latch = step / tf.cast(tf.logical_not(tf.math.is_finite(vals)), f64)
             rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
             rv.resource_scatter_add(probe.status.handle, tf.constant(acc_idx, tf.int32), vals64)
+            if labels is not None:  # the labels' minimum and minus their maximum, as minimums
+                lab = tf.stack([as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))])
+                rv.resource_scatter_min(probe.status.handle, tf.constant([label0, label0 + 1], tf.int32),
+                                        tf.cast(lab, f64))
         self.probes.append(probe)
 
     def _graph_step(self, graph: Any) -> Any:

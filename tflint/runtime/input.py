@@ -53,6 +53,8 @@ KIND = "input-stall"
 HIGH = 0.20
 MODERATE = 0.05
 READ_INTERVAL_S = 0.05
+WINDOW_STEPS = 8  # eager fetches only: a window is also closed after this many steps
+NEVER = float("inf")
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
 READY_FETCH_S = 1e-3  # a prefetched, all-TensorFlow pipeline answering this fast has its data ready
@@ -298,6 +300,7 @@ class InputHook(Hook):
         self._graph_stats = _IterStats()
         self._win_t: float | None = None
         self._win_wait = 0.0
+        self._win_step = 0
         self._first: tuple[float, float] | None = None  # (t, total wait) at the first step tick
         self._last: tuple[float, float] | None = None
         self._last_read_t = 0.0
@@ -681,23 +684,31 @@ class InputHook(Hook):
     def reset_window(self) -> None:
         self._win_t = None
 
-    def on_step(self, step: int, now: float) -> None:
+    def on_step(self, step: int, now: float) -> tuple[float, float] | None:
+        """Close the input-wait window once it spans ``READ_INTERVAL_S`` (or, when only eager
+        fetches are timed, ``WINDOW_STEPS`` steps); returns when the next window is due."""
         if step < 2:
-            return  # the first step includes tracing: measure from the end of it
+            return None  # the first step includes tracing: measure from the end of it
         if self._win_t is None:
             self._win_t = now
+            self._win_step = step
             self._win_wait = self.total_wait(force=True)
             if self._first is None:
                 self._first = (now, self._win_wait)
-            return
-        if now - self._win_t < READ_INTERVAL_S and self._graph_probes:
-            return
+            return self._due()
+        if now - self._win_t < READ_INTERVAL_S and (self._graph_probes or step - self._win_step < WINDOW_STEPS):
+            return self._due()
         w = self.total_wait()
         span = now - self._win_t
         if span > 0:
             self.series.add(step, max(0.0, min(1.0, (w - self._win_wait) / span)))
             self._last = (now, w)
-        self._win_t, self._win_wait = now, w
+        self._win_t, self._win_step, self._win_wait = now, step, w
+        return self._due()
+
+    def _due(self) -> tuple[float, float]:
+        t = self._win_t + READ_INTERVAL_S
+        return (NEVER if self._graph_probes else self._win_step + WINDOW_STEPS), t
 
     # ---------------------------------------------------------------------------------
     def _main_dataset(self, loops: list[Any]) -> tuple[dict[str, Any] | None, Any]:

@@ -25,6 +25,7 @@ from tflint.runtime.hookbase import Hook
 KIND = "memory-growth"
 MIN_INTERVAL_S = 0.01
 EVERY_N_STEPS = 16  # ... or every 16th step, so short runs of tiny steps still get a trend
+NEVER = float("inf")
 
 # growth gate (see analyze)
 WARMUP_FRACTION = 0.2
@@ -43,7 +44,7 @@ class MemorySampler(Hook):
         self._fd: int | None = None
         self._page = 4096
         self._last = 0.0
-        self._skipped = 0
+        self._last_step = 0
         self._tf_devices: list[str] = []
         self._get_memory_info: Any = None
         self._tf_pending = True  # TensorFlow allocator stats not probed yet (runtime not up)
@@ -129,14 +130,15 @@ class MemorySampler(Hook):
             return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
         return None
 
-    def sample(self, step: int, now: float | None = None, force: bool = False) -> None:
-        if not self.active and not force:
-            return
+    def sample(self, step: int, now: float | None = None, force: bool = False) -> tuple[float, float]:
+        """Take a sample when one is due (``force``: now). Returns when the next one is due: the
+        step and the time, whichever comes first."""
         now = time.perf_counter() if now is None else now
-        self._skipped += 1
-        if not force and now - self._last < MIN_INTERVAL_S and self._skipped < EVERY_N_STEPS:
-            return
-        self._skipped = 0
+        if not self.active and not force:
+            return NEVER, NEVER
+        if not force and now - self._last < MIN_INTERVAL_S and 0 <= step - self._last_step < EVERY_N_STEPS:
+            return self._last_step + EVERY_N_STEPS, self._last + MIN_INTERVAL_S
+        self._last_step = step
         self._last = now
         if self._tf_pending:
             self._probe_tf_memory()
@@ -153,6 +155,7 @@ class MemorySampler(Hook):
                     self.tf_mem[d].add(step, gmi(d)["current"])
                 except Exception:  # noqa: BLE001
                     pass
+        return step + EVERY_N_STEPS, now + MIN_INTERVAL_S
 
     def tf_memory_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -111,8 +111,10 @@ def _constant(t: Any, depth: int = 4) -> Any:
 
 
 def _harmless(op: Any) -> bool:
-    """A risky op type that cannot turn finite inputs into NaN/Inf as used here: a division by
-    a nonzero constant (a mean's gradient), a power of 0 or 1 (``x ** 2``'s gradient)."""
+    """A risky op type that cannot turn finite inputs into NaN/Inf as used here, other than by
+    overflowing like any product: a division by a nonzero constant (a mean's gradient), a
+    power by a constant non-negative integer (``x ** 2`` and its gradient's ``x ** 1``; only
+    fractional or negative exponents make NaN/Inf from finite values, e.g. ``0 ** -1``)."""
     import numpy as np
 
     if op.type in ("RealDiv", "Div") and len(op.inputs) == 2:
@@ -120,7 +122,7 @@ def _harmless(op: Any) -> bool:
         return d is not None and bool(np.all(np.abs(d) >= 1e-30)) and bool(np.all(np.isfinite(d)))
     if op.type == "Pow" and len(op.inputs) == 2:
         e = _constant(op.inputs[1])
-        return e is not None and bool(np.all((e == 0) | (e == 1)))
+        return e is not None and bool(np.all((e >= 0) & (e == np.floor(e))))
     return False
 
 

@@ -37,6 +37,7 @@ KIND = "soft-placement"
 PROBE_OPS = 20000
 PROBE_STEPS = 50
 EXPORT_INTERVAL_S = 2.0
+NEVER = float("inf")
 MAX_PENDING_GRAPHS = 64
 _SKIP_NODE_OPS = {"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp", "_DeviceArg", "_DeviceRetval"}
 
@@ -147,6 +148,7 @@ class PlacementHook(Hook):
                 hook._probe_ops += 1
                 if hook._probe_ops > PROBE_OPS:
                     hook._probe_done = True
+                    hook.session.reschedule()  # the window ends at the next step
                     return None
                 try:
                     req = ctx.device_name
@@ -239,14 +241,15 @@ class PlacementHook(Hook):
                 pass
             self._collecting = False
 
-    def on_step(self, step: int, now: float) -> None:
-        if not self._ready:
-            self._ensure_ready()
+    def on_step(self, step: int, now: float) -> tuple[float, float] | None:
+        """Ends the probe window after ``PROBE_STEPS`` steps and exports the collected graphs
+        every ``EXPORT_INTERVAL_S``; returns when it next has something to do."""
+        ready = self._ready or self._ensure_ready()
         if (self._op_cb is not None or self._collecting) and (self._probe_done or step >= PROBE_STEPS):
             self._probe_done = True
             self._remove_op_callback()
             self._stop_collection()
-            return
+            return NEVER, NEVER
         if self._collecting and now - self._last_export >= EXPORT_INTERVAL_S:
             self._last_export = now
             try:
@@ -254,6 +257,11 @@ class PlacementHook(Hook):
             except Exception as exc:  # noqa: BLE001
                 self.store.values["placement.graph_collection"] = f"failed: {type(exc).__name__}: {exc}"
                 self._collecting = False
+        if not ready:
+            return None  # the runtime is not up yet: look again at the next step
+        if self._op_cb is not None or self._collecting:
+            return PROBE_STEPS, (self._last_export + EXPORT_INTERVAL_S) if self._collecting else NEVER
+        return NEVER, NEVER
 
     # ---------------------------------------------------------------------------------
     def _record(self, op_type: str, requested: str, actual: str, site: Any, how: str, node: str | None = None) -> None:

@@ -45,6 +45,8 @@ MAX_LOOPS = 64
 MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
+BATCH = 8  # steady steps counted together (see StepTracker._record)
+BATCH_AFTER = 64  # ... once the loop has this many: its start-up is counted step by step
 
 
 class Source:
@@ -131,8 +133,14 @@ class StepTracker(Hook):
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
-        self.count = 0
-        self.last_step_time: float | None = None
+        self._count = 0
+        self._last_step_time: float | None = None
+        # steady steps of one tf.function are only recorded as they happen and counted in
+        # batches (see _record): the bookkeeping then runs with warm caches
+        self._fast_fn: Any = None  # the tf.function whose calls are recorded
+        self._fast_src: Source | None = None  # the loop (or fallback source) they tick
+        self._fast_loop = False  # _fast_src is a training loop
+        self._pending: list[tuple[float, float, float]] = []  # (t0, t1, eager wait so far)
         self._last_loop: Source | None = None
         self._last_loop_t: float | None = None
         self._wait_mark = 0.0
@@ -195,6 +203,9 @@ class StepTracker(Hook):
         self.patch(polymorphic_function.Function, "__call__", make)
         self._install_optimizer(executing_eagerly)
 
+    def _uninstall(self) -> None:
+        self.flush()  # the steps recorded before the hooks go off
+
     def _install_optimizer(self, executing_eagerly: Any) -> None:
         try:
             from keras.src.optimizers import base_optimizer
@@ -237,8 +248,92 @@ class StepTracker(Hook):
         self.patch(cls, "apply", make_apply)
 
     # -- ticks --------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        """Steps counted so far (every recorded step included)."""
+        if self._pending:
+            self.flush()
+        return self._count
+
+    @property
+    def last_step_time(self) -> float | None:
+        if self._pending:
+            self.flush()
+        return self._last_step_time
+
+    def _record(self, t0: float, t1: float) -> None:
+        """A steady step of ``_fast_fn``: recorded now, counted with the next ``BATCH - 1``.
+
+        A step's bookkeeping run right after TensorFlow's call costs several times what it costs
+        with warm caches, so the steady steps of a loop (the same tf.function as the last step,
+        past its first ``BATCH_AFTER`` steps) are recorded with the eager input wait so far and
+        counted in batches of ``BATCH``. Anything else (another function, an optimizer, a
+        fallback tick, a reader of the count) counts the recorded steps first, so the order
+        of events and every figure are the same as counting each step as it happens."""
+        inp = self.session.input
+        pend = self._pending
+        if inp is not None:
+            pend.append((t0, t1, inp.eager_wait))
+            inp._fetch_start = None  # what take_fetch_start does for a counted step
+        else:
+            pend.append((t0, t1, 0.0))
+        if len(pend) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Count the recorded steps, in order; a failure disables step counting only."""
+        with self._lock:
+            pend = self._pending
+            if not pend:
+                return
+            self._pending = []
+        src = self._fast_src
+        if src is None or self.status == "failed":
+            return
+        try:
+            self._count_recorded(src, pend)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(exc, "step counter")
+
+    def _count_recorded(self, src: Source, pend: list[tuple[float, float, float]]) -> None:
+        inp = self.session.input
+        graph_wait = None
+        if inp is not None and inp.status == "ok":
+            graph_wait = inp.wait_now() - inp.eager_wait  # in-graph fetches, as last read
+        sess = self.session
+        is_loop = self._fast_loop
+        frame = sys._getframe(2)
+        for t0, t1, eager in pend:
+            src.n += 1
+            dt = t1 - (src.last if src.last is not None else t1)
+            src.total += dt
+            src.calls_time += t1 - t0
+            src.series.add(src.n, dt)
+            wait = None if graph_wait is None else eager + graph_wait
+            src.last = t1
+            if is_loop:
+                if wait is not None:
+                    src.steady_wait_s += max(0.0, wait - self._wait_mark)
+                    self._wait_mark = wait
+                    self._eager_mark = eager
+                self._last_loop_t = t1
+                self._loop_steps += 1
+                n = self._loop_steps
+            else:
+                if wait is not None and src.wait_mark is not None:
+                    src.steady_wait_s += max(0.0, wait - src.wait_mark)
+                src.wait_mark = wait
+                n = src.n
+            self._count = n
+            self._last_step_time = dt
+            if self.containers is not None and _sample_containers(src.n):
+                self.containers.sample(frame, n)
+            if n >= sess._due_step or t1 >= sess._due_t:
+                sess._on_step(n, t1)
+
     def reset_timing(self) -> None:
         """Forget the last tick times (after the hooks were off) so no interval spans the gap."""
+        self._unbatch()
         for s in list(self._sources.values()) + list(self._loops.values()):
             s.last = None
         self._last_loop = None
@@ -272,6 +367,7 @@ class StepTracker(Hook):
         return key
 
     def _on_traced_apply(self, opt: Any) -> None:
+        self._unbatch()
         fn = self._calling
         if fn is None:
             return
@@ -286,6 +382,12 @@ class StepTracker(Hook):
             names.append(name)
 
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
+        if fn is self._fast_fn:
+            if self._fast_loop:
+                self._train_ticks_since_keras += 1
+            self._record(t0, t1)
+            return
+        self._unbatch()
         key = self.loop_key(fn) if self._train_fns else None
         opts = self._train_fns.get(key) if key is not None else None
         if opts is not None:
@@ -303,10 +405,25 @@ class StepTracker(Hook):
                 loop.optimizers = list(opts)
             self._train_ticks_since_keras += 1
             self._loop_tick(loop, t0, t1)
+            if loop.n >= BATCH_AFTER and self._last_loop is loop:
+                self._fast_fn, self._fast_src, self._fast_loop = fn, loop, True
             return
-        self.tick(id(fn), fn, "function", t0, t1)
+        if self.status != "failed":
+            self._tick(id(fn), fn, "function", t0, t1)  # the caller catches and disables us on error
+            src = self._sources.get(id(fn))
+            if src is not None and src is self.primary and not self._loops and src.n >= BATCH_AFTER:
+                self._fast_fn, self._fast_src, self._fast_loop = fn, src, False
+
+    def _unbatch(self) -> None:
+        """Before any other tick: count the recorded steps, and record no more until the next
+        steady step says so."""
+        if self._pending:
+            self.flush()
+        self._fast_fn = self._fast_src = None
+        self._fast_loop = False
 
     def _on_eager_apply(self, opt: Any, t0: float, t1: float) -> None:
+        self._unbatch()
         oid = id(opt)
         loop = self._eager_loop
         if loop is not None and oid in loop.step_opts:
@@ -337,6 +454,7 @@ class StepTracker(Hook):
         loop = Source(key, str(name), kind)
         loop.site = user_frame(sys._getframe(2))
         self._loops[key] = loop
+        self.session.reschedule()  # the step count may start again from this loop's
         return loop
 
     def _loop_tick(self, loop: Source, t0: float, t1: float) -> None:
@@ -377,15 +495,18 @@ class StepTracker(Hook):
         self._last_loop = loop
         self._last_loop_t = t1
         self._loop_steps += 1
-        self.count = self._loop_steps
+        self._count = self._loop_steps
         if dt is not None:
-            self.last_step_time = dt
+            self._last_step_time = dt
         if self.containers is not None and _sample_containers(loop.n):
-            self.containers.sample(sys._getframe(1), self.count)
-        self.session._on_step(self.count, t1)
+            self.containers.sample(sys._getframe(1), self._count)
+        sess = self.session
+        if self._count >= sess._due_step or t1 >= sess._due_t:  # most steps: no handler is due
+            sess._on_step(self._count, t1)
 
     def finish(self) -> None:
         """At report time: graph waits read since the last step go to the loop that ran last."""
+        self._unbatch()
         inp = self.session.input
         loop = self._last_loop
         if inp is None or loop is None or loop.n < 2:
@@ -401,6 +522,9 @@ class StepTracker(Hook):
         """Tick a fallback source; a failure here disables step counting only, never the caller's hook."""
         if self.status == "failed":
             return
+        if not self._fast_loop:
+            # (a fallback source ticking beside a training loop changes none of its figures)
+            self._unbatch()
         try:
             self._tick(key, obj, kind, t_start, t_end)
         except Exception as exc:  # noqa: BLE001
@@ -446,21 +570,26 @@ class StepTracker(Hook):
         if prim is not src:
             if prim is None or src.prio > prim.prio or (src.prio == prim.prio and src.n > prim.n):
                 self.primary = prim = src
+                self.session.reschedule()  # the step count now comes from this source
             else:
                 return
         if self._loops:
             return  # training loops define the steps
-        self.count = src.n
+        self._count = src.n
         if dt is not None:
-            self.last_step_time = dt
-        if self.containers is not None and _sample_containers(src.n):
-            self.containers.sample(sys._getframe(1), src.n)
-        self.session._on_step(src.n, now)
+            self._last_step_time = dt
+        n = src.n
+        if self.containers is not None and _sample_containers(n):
+            self.containers.sample(sys._getframe(1), n)
+        sess = self.session
+        if n >= sess._due_step or now >= sess._due_t:  # most steps: no handler is due
+            sess._on_step(n, now)
 
     def keras_batch_end(self, model: Any) -> None:
         if self._train_ticks_since_keras:
             self._train_ticks_since_keras = 0  # the model's train function counted this step
             return
+        self._unbatch()
         now = time.perf_counter()
         key = ("keras", id(model))
         loop = self._loops.get(key)
@@ -475,6 +604,7 @@ class StepTracker(Hook):
     # -- results ------------------------------------------------------------------------
     def loops(self) -> list[Source]:
         """The loops that define the steps: every training loop, else the best fallback source."""
+        self._unbatch()
         if self._loops:
             return [lp for lp in self._loops.values() if lp.n]
         return [self.primary] if self.primary is not None and self.primary.n else []

@@ -34,9 +34,10 @@ class Series:
         self._n = n + 1
         if n % self.stride:
             return
-        with self._lock:
-            self.points.append((x, y))
-            if len(self.points) >= self.cap:
+        pts = self.points
+        pts.append((x, y))  # atomic; readers copy the list, so only the halving takes the lock
+        if len(pts) >= self.cap:
+            with self._lock:
                 self.points = self.points[::2]
                 self.stride *= 2
 

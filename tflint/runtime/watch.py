@@ -26,6 +26,7 @@ from tflint.runtime.store import Store
 _ACTIVE: "ProfileSession | None" = None
 _ACTIVE_LOCK = threading.Lock()
 LIVE_INTERVAL_S = 0.5
+NEVER = float("inf")
 
 
 def active_session() -> "ProfileSession | None":
@@ -54,6 +55,9 @@ class ProfileSession:
         self._enabled = True
         self._inside = False
         self._last_live = 0.0
+        # the per-step handlers are called only when one of them is due: at this step or time
+        self._due_step = 0
+        self._due_t = 0.0
         self._built = False
         self.steps: Any = None
         self.hooks: dict[str, Any] = {}
@@ -188,6 +192,7 @@ class ProfileSession:
             self.steps.reset_timing()
         if self.input is not None:
             self.input.reset_window()
+        self.reschedule()
 
     def _uninstall_all(self) -> None:
         for h in reversed(self._all_hooks()):
@@ -214,7 +219,19 @@ class ProfileSession:
         return self._enabled
 
     # -- events -------------------------------------------------------------------------
+    def reschedule(self) -> None:
+        """Call every per-step handler at the next step (after a pause, or when the step count
+        restarts from another source)."""
+        self._due_step = 0
+        self._due_t = 0.0
+
     def _on_step(self, step: int, now: float) -> None:
+        """A training step at which a per-step handler is due. Each handler returns when it
+        next needs a call (a step and a time, whichever comes first; None: the next step); the
+        step tracker calls this only once ``step >= _due_step or now >= _due_t``, so most steps
+        cost two comparisons instead of a call of every handler."""
+        due_step = NEVER
+        due_t = NEVER
         # a failing hook disables itself only (not the step source that called us)
         for hook, handler, what in (
             (self.memory, "sample", "per-step memory sample"),
@@ -225,15 +242,25 @@ class ProfileSession:
         ):
             if hook is not None and hook.active:
                 try:
-                    getattr(hook, handler)(step, now)
+                    due = getattr(hook, handler)(step, now)
                 except Exception as exc:  # noqa: BLE001
                     hook.fail(exc, what)
-        if self.live is not None and now - self._last_live >= LIVE_INTERVAL_S:
-            self._last_live = now
-            try:
-                self.live(self.status())
-            except Exception:  # noqa: BLE001 - a broken live display never stops training
-                self.live = None
+                    continue
+                if due is None:
+                    due_step = step + 1
+                else:
+                    due_step = min(due_step, due[0])
+                    due_t = min(due_t, due[1])
+        if self.live is not None:
+            if now - self._last_live >= LIVE_INTERVAL_S:
+                self._last_live = now
+                try:
+                    self.live(self.status())
+                except Exception:  # noqa: BLE001 - a broken live display never stops training
+                    self.live = None
+            due_t = min(due_t, self._last_live + LIVE_INTERVAL_S)
+        self._due_step = due_step
+        self._due_t = due_t
 
     # -- results ------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
