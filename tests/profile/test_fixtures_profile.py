@@ -255,6 +255,7 @@ def test_a_list_gaining_a_tensor_per_step_is_reported_at_any_size(profiled):
     s = _only(run, "memory-growth")
     c = s["details"]["causes"][0]
     assert (c["name"], c["type"], c["count"], c["line"]) == ("losses", "EagerTensor", 60, 25)
+    assert c["bytes_each"] == 4 and c["bytes_held"] == 240  # scalar float32 tensors
     assert "one EagerTensor per training step" in s["message"]
     assert s["severity"] == "warning"
 

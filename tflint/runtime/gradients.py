@@ -14,12 +14,11 @@ None gradient from every replica is one record, which lists the replicas it was 
 
 from __future__ import annotations
 
-import threading
 import time
 import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import Hook, drop_own_frame, user_site_tf_stack
+from tflint.runtime.hookbase import Hook, ThreadFlags, drop_own_frame, user_site_tf_stack
 from tflint.runtime.store import add_example
 
 KIND = "none-gradient"
@@ -117,7 +116,7 @@ class GradientHook(Hook):
         super().__init__(session)
         self.persistent_tapes: weakref.WeakSet[Any] = weakref.WeakSet()
         self.keras_note: str | None = None
-        self._tls = threading.local()
+        self._tls = ThreadFlags()
 
     def check(self) -> str | None:
         try:
@@ -216,8 +215,6 @@ class GradientHook(Hook):
             return
         hook = self
         tls = self._tls
-        steps = self.session.steps
-        perf = time.perf_counter
 
         def make_apply_gradients(orig: Any) -> Any:
             def apply_gradients(opt: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
@@ -234,7 +231,7 @@ class GradientHook(Hook):
                 except Exception as exc:  # noqa: BLE001
                     hook.fail(exc, "optimizer.apply_gradients wrapper")
                 hook._health_apply(opt, grads_and_vars)
-                depth = getattr(tls, "depth", 0)
+                depth = tls.depth
                 tls.depth = depth + 1
                 try:
                     return orig(opt, grads_and_vars, *args, **kwargs)
@@ -250,7 +247,7 @@ class GradientHook(Hook):
             def apply(opt: Any, grads: Any, trainable_variables: Any = None, *args: Any, **kwargs: Any) -> Any:
                 if not hook.active:
                     return orig(opt, grads, trainable_variables, *args, **kwargs)
-                depth = getattr(tls, "depth", 0)
+                depth = tls.depth
                 if depth == 0 and isinstance(grads, (list, tuple)):
                     try:
                         tv = trainable_variables

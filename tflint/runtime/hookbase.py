@@ -183,6 +183,19 @@ def runtime_initialized() -> bool:
         return False
 
 
+class ThreadFlags(threading.local):
+    """Per-thread state of the wrappers, with class-level defaults: reading a flag never set in
+    a thread is a plain attribute read (``getattr(local, name, default)`` on a missing name
+    raises and catches an AttributeError, several times slower, on every call)."""
+
+    calling = False  # steps: inside a tf.function called eagerly
+    applying = False  # steps: inside an optimizer's apply
+    inside = False  # input: inside a distributed fetch (inner fetches are not timed)
+    inner = 0.0
+    inner_n = 0
+    depth = 0  # gradients: nesting of the wrapped tape calls
+
+
 class Hook:
     """Base class: subclasses set ``kind`` and implement ``check``/``_install``/``_uninstall``."""
 

@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import Hook, is_library_file, runtime_initialized, user_frame
+from tflint.runtime.hookbase import Hook, ThreadFlags, is_library_file, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
@@ -305,7 +304,7 @@ class InputHook(Hook):
         self._last: tuple[float, float] | None = None
         self._last_read_t = 0.0
         self.series = self.store.series("input_wait_share", 400)
-        self._tls = threading.local()  # .inside: within a distributed fetch (inner fetches not timed)
+        self._tls = ThreadFlags()  # .inside: within a distributed fetch (inner fetches not timed)
         # eager distributed fetches: one per step; step i's length is the time between fetch
         # starts i and i+1, its wait the duration of fetch i (the first step is not counted)
         self._dist_calls = 0
@@ -390,7 +389,7 @@ class InputHook(Hook):
             def _next_internal(it: Any) -> Any:
                 if not hook.active:
                     return orig(it)
-                if getattr(tls, "inside", False):
+                if tls.inside:
                     return inner_fetch(orig, it)
                 if executing_eagerly():
                     t0 = perf()
@@ -452,15 +451,15 @@ class InputHook(Hook):
             try:
                 return orig(it)
             finally:
-                tls.inner = getattr(tls, "inner", 0.0) + (perf() - t0)
-                tls.inner_n = getattr(tls, "inner_n", 0) + 1
+                tls.inner = tls.inner + (perf() - t0)
+                tls.inner_n = tls.inner_n + 1
 
         def make_next_optional(orig: Any) -> Any:
             # Keras fit with steps_per_execution > 1 fetches through get_next_as_optional
             def get_next_as_optional(it: Any) -> Any:
-                if hook.active and getattr(tls, "inside", False):
+                if hook.active and tls.inside:
                     return inner_fetch(orig, it)
-                if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
+                if not hook.active or tls.inside or executing_eagerly() or not ops.inside_function():
                     return orig(it)
                 return probe(lambda: orig(it), it)
 
@@ -469,7 +468,7 @@ class InputHook(Hook):
         def make_dist_next(orig: Any) -> Any:
             # one distributed fetch = one batch for every replica of this worker
             def get_next(it: Any, *args: Any, **kwargs: Any) -> Any:
-                if not hook.active or getattr(tls, "inside", False):
+                if not hook.active or tls.inside:
                     return orig(it, *args, **kwargs)
                 if executing_eagerly():
                     tls.inside = True
@@ -498,7 +497,7 @@ class InputHook(Hook):
 
         def make_dist_optional(orig: Any) -> Any:
             def get_next_as_optional(it: Any) -> Any:
-                if not hook.active or getattr(tls, "inside", False) or executing_eagerly() or not ops.inside_function():
+                if not hook.active or tls.inside or executing_eagerly() or not ops.inside_function():
                     return orig(it)
                 hook._note_distributed_dataset()
                 tls.inside = True

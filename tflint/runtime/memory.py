@@ -15,6 +15,7 @@ spikes are not reported as growth.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any

@@ -32,12 +32,11 @@ over the steps counted.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import Hook, drop_own_frame, user_frame
+from tflint.runtime.hookbase import Hook, ThreadFlags, drop_own_frame, user_frame
 from tflint.runtime.store import Series
 
 MAX_SOURCES = 128
@@ -146,7 +145,7 @@ class StepTracker(Hook):
         self._wait_mark = 0.0
         self._eager_loop: Source | None = None  # the eager optimizer loop being run
         self._calling: Any = None  # the tf.function called eagerly right now (any thread)
-        self._tls = threading.local()
+        self._tls = ThreadFlags()
         self._train_ticks_since_keras = 0
         self._loop_steps = 0
         self._eager_mark = 0.0
@@ -179,7 +178,7 @@ class StepTracker(Hook):
 
         def make(orig: Any) -> Any:
             def __call__(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
-                if not hook.active or getattr(tls, "calling", False) or not executing_eagerly():
+                if not hook.active or tls.calling or not executing_eagerly():
                     return orig(fn_self, *args, **kwargs)
                 tls.calling = True
                 prev, hook._calling = hook._calling, fn_self
@@ -222,7 +221,7 @@ class StepTracker(Hook):
 
         def make_apply(orig: Any) -> Any:
             def apply(opt: Any, *args: Any, **kwargs: Any) -> Any:
-                if not hook.active or getattr(tls, "applying", False):
+                if not hook.active or tls.applying:
                     return orig(opt, *args, **kwargs)
                 eager = executing_eagerly()
                 tls.applying = True  # an optimizer wrapping another counts once
