@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tflint.runtime.hookbase import Hook
+from tflint.runtime.hookbase import NEVER, Hook
 
 MIN_INTERVAL_S = 1.0
-NEVER = float("inf")
 
 
 def probe() -> tuple[Any, list[Any], str | None]:

@@ -31,7 +31,7 @@ import math
 import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import Hook, user_site_tf_stack
+from tflint.runtime.hookbase import NEVER, Hook, user_site_tf_stack
 
 KIND = "training-health"
 SAMPLE_EVERY = 8
@@ -40,7 +40,6 @@ SAMPLE_EVERY = 8
 # host copy and ~0.1-0.2 ms of Python: at 1 ms steps, reading every 8 steps costs ~2% of the step time)
 DENSE_READ_STEPS = 512
 READ_INTERVAL_S = 0.1
-NEVER = float("inf")
 # gradients this large (1 MB of float32) get their norms and finiteness sampled every SAMPLE_EVERY
 # steps, not computed every step: a full pass over them costs a few % of a step that takes ~5 ms
 COND_MIN_ELEMENTS = 1 << 18

@@ -183,6 +183,11 @@ def runtime_initialized() -> bool:
         return False
 
 
+# what a per-step handler returns for "not at any step" / "not at any time" (see
+# ProfileSession._on_step: each handler says at which step or time it is next due)
+NEVER = float("inf")
+
+
 class ThreadFlags(threading.local):
     """Per-thread state of the wrappers, with class-level defaults: reading a flag never set in
     a thread is a plain attribute read (``getattr(local, name, default)`` on a missing name

@@ -46,14 +46,13 @@ import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import Hook, ThreadFlags, is_library_file, runtime_initialized, user_frame
+from tflint.runtime.hookbase import NEVER, Hook, ThreadFlags, is_library_file, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
 MODERATE = 0.05
 READ_INTERVAL_S = 0.05
 WINDOW_STEPS = 8  # eager fetches only: a window is also closed after this many steps
-NEVER = float("inf")
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
 READY_FETCH_S = 1e-3  # a prefetched, all-TensorFlow pipeline answering this fast has its data ready

@@ -21,12 +21,11 @@ import time
 from typing import Any
 
 from tflint.profiler import stats as _stats
-from tflint.runtime.hookbase import Hook
+from tflint.runtime.hookbase import NEVER, Hook
 
 KIND = "memory-growth"
 MIN_INTERVAL_S = 0.01
 EVERY_N_STEPS = 16  # ... or every 16th step, so short runs of tiny steps still get a trend
-NEVER = float("inf")
 
 # growth gate (see analyze)
 WARMUP_FRACTION = 0.2

@@ -27,6 +27,7 @@ from typing import Any
 
 from tflint.profiler.report import Location, Signal
 from tflint.runtime.hookbase import (
+    NEVER,
     Hook,
     is_library_file,
     runtime_initialized,
@@ -37,7 +38,6 @@ KIND = "soft-placement"
 PROBE_OPS = 20000
 PROBE_STEPS = 50
 EXPORT_INTERVAL_S = 2.0
-NEVER = float("inf")
 MAX_PENDING_GRAPHS = 64
 _SKIP_NODE_OPS = {"_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp", "_DeviceArg", "_DeviceRetval"}
 

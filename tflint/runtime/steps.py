@@ -273,7 +273,7 @@ class StepTracker(Hook):
         pend = self._pending
         if inp is not None:
             pend.append((t0, t1, inp.eager_wait))
-            inp._fetch_start = None  # what take_fetch_start does for a counted step
+            inp.take_fetch_start()  # as a counted step does: the next start-up begins after it
         else:
             pend.append((t0, t1, 0.0))
         if len(pend) >= BATCH:

@@ -21,12 +21,12 @@ from typing import Any, Callable, Iterable
 
 from tflint.profiler.report import SIGNAL_KINDS
 from tflint.runtime.health import HEALTH_KINDS
+from tflint.runtime.hookbase import NEVER
 from tflint.runtime.store import Store
 
 _ACTIVE: "ProfileSession | None" = None
 _ACTIVE_LOCK = threading.Lock()
 LIVE_INTERVAL_S = 0.5
-NEVER = float("inf")
 
 
 def active_session() -> "ProfileSession | None":
