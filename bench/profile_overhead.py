@@ -16,8 +16,12 @@ ratios (on/off) with its interquartile range. Each block's median step is compar
   alternate between the two, timed from batch end to batch end by a callback;
 * ``eager``  -- the same step without ``tf.function``.
 
-``--control`` runs the same pairing with the hooks off in both arms: the spread it shows is the
-noise floor of the method on the machine at hand.
+Two traces of one step can differ in speed by a few % on their own (measured: up to 2% with
+TensorFlow's default threads, two speeds 7% apart with one thread), so each arm has ``--twins``
+traces (default 3), and each ABBA group of blocks runs on the next pair of twins in turn.
+
+``--control`` runs the same pairing with the hooks off in both arms (twin ``k`` against twin
+``k + 1``): the spread it shows is the noise floor of the method on the machine at hand.
 
 Start-up overhead is measured separately, as whole processes: ``python -c "import tensorflow"``
 against ``python -m tflint profile fixtures/profile/empty.py``, alternated, median difference;
@@ -29,7 +33,10 @@ Targets (issue 4, the five original signals): step-time overhead <= 2% (graph, f
 import. With every signal on, training health included (issue 11): graph and fit <= 3% at ~5 ms
 and <= 8% at ~1 ms. The verdict column uses the targets of the signals that are on.
 
-Usage: python bench/profile_overhead.py [--pairs 30] [--quick] [--json results.json]
+At ~5 ms the paired ratios of this shared 2-core machine have an IQR of about +-7%: the median
+of 30 pairs is good to about +-2%, so the 3% target needs a few hundred pairs (``--pairs 400``).
+
+Usage: python bench/profile_overhead.py [--pairs 30] [--twins 3] [--quick] [--json results.json]
 """
 
 from __future__ import annotations
@@ -71,10 +78,11 @@ def quantile(xs: list[float], q: float) -> float:
 class Workload:
     name = "?"
 
-    def __init__(self, tf: Any, width: int, batch: int) -> None:
+    def __init__(self, tf: Any, width: int, batch: int, twins: int = 1) -> None:
         self.tf = tf
         self.width = width
         self.batch = batch
+        self.twins = max(1, twins)
 
     def _model(self) -> Any:
         tf = self.tf
@@ -98,8 +106,9 @@ class Workload:
 
     step_times: list[float] = []  # per-step seconds of the last block
 
-    def block(self, steps: int, hooks_on: bool) -> float:
-        """Seconds per step over ``steps`` steps (and ``step_times`` per step)."""
+    def block(self, steps: int, hooks_on: bool, twin: int = 0) -> float:
+        """Seconds per step over ``steps`` steps (and ``step_times`` per step), on trace ``twin``
+        of the arm."""
         raise NotImplementedError
 
 
@@ -108,8 +117,9 @@ class GraphLoop(Workload):
 
     name = "graph"
 
-    def __init__(self, tf: Any, width: int, batch: int, depth: int = 2, session: Any = None) -> None:
-        super().__init__(tf, width, batch)
+    def __init__(self, tf: Any, width: int, batch: int, depth: int = 2, session: Any = None,
+                 twins: int = 1) -> None:
+        super().__init__(tf, width, batch, twins)
         self.depth = depth
         self.it = iter(self._dataset())
         sizes = [FEATURES] + [width] * depth + [1]
@@ -132,22 +142,24 @@ class GraphLoop(Workload):
                 v.assign_sub(0.01 * g)
             return loss
 
-        # traced once with the hooks on (carrying the in-graph probes) and, as a twin, once with
-        # them off, so that on/off blocks compare the graphs as each would really run
-        self.steps: dict[bool, Callable[..., Any]] = {}
-        for on in (True, False):
-            if session is not None:
-                session.set_enabled(on)
-            self.steps[on] = self._wrap(train_step)
-            self.block(3, on)
+        # traced with the hooks on (carrying the in-graph probes) and, as twins, with them off, so
+        # that on/off blocks compare the graphs as each would really run; ``twins`` traces per
+        # arm, because two traces of one function can differ in speed by a few % on their own
+        self.steps: dict[bool, list[Callable[..., Any]]] = {True: [], False: []}
+        for k in range(self.twins):
+            for on in (True, False):
+                if session is not None:
+                    session.set_enabled(on)
+                self.steps[on].append(self._wrap(train_step))
+                self.block(3, on, k)
         if session is not None:
             session.set_enabled(True)
 
     def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self.tf.function(fn)
 
-    def block(self, steps: int, hooks_on: bool) -> float:
-        it, step = self.it, self.steps[hooks_on]
+    def block(self, steps: int, hooks_on: bool, twin: int = 0) -> float:
+        it, step = self.it, self.steps[hooks_on][twin]
         perf = time.perf_counter
         marks = [perf()]
         for _ in range(steps):
@@ -170,8 +182,8 @@ class EagerLoop(GraphLoop):
 class FitLoop(Workload):
     name = "fit"
 
-    def __init__(self, tf: Any, width: int, batch: int, session: Any) -> None:
-        super().__init__(tf, width, batch)
+    def __init__(self, tf: Any, width: int, batch: int, session: Any, twins: int = 1) -> None:
+        super().__init__(tf, width, batch, twins)
         self.session = session
         self.ds = self._dataset()
         times: list[float] = []
@@ -182,19 +194,20 @@ class FitLoop(Workload):
                 times.append(time.perf_counter())
 
         self.timer = Timer()
-        # one model traced with the hooks on (in-graph probes), its twin with the hooks off
-        self.models: dict[bool, Any] = {}
-        for on in (True, False):
-            session.set_enabled(on)
-            m = self._model()
-            m.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
-            m.fit(self.ds, epochs=1, steps_per_epoch=3, verbose=0)
-            self.models[on] = m
+        # models traced with the hooks on (in-graph probes), their twins with the hooks off
+        self.models: dict[bool, list[Any]] = {True: [], False: []}
+        for _ in range(self.twins):
+            for on in (True, False):
+                session.set_enabled(on)
+                m = self._model()
+                m.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+                m.fit(self.ds, epochs=1, steps_per_epoch=3, verbose=0)
+                self.models[on].append(m)
         session.set_enabled(True)
 
-    def block(self, steps: int, hooks_on: bool) -> float:
+    def block(self, steps: int, hooks_on: bool, twin: int = 0) -> float:
         self.times.clear()
-        self.models[hooks_on].fit(self.ds, epochs=1, steps_per_epoch=steps + 1, verbose=0,
+        self.models[hooks_on][twin].fit(self.ds, epochs=1, steps_per_epoch=steps + 1, verbose=0,
                                   callbacks=[self.timer])
         t = self.times
         self.step_times = [b - a for a, b in zip(t, t[1:])]
@@ -202,11 +215,11 @@ class FitLoop(Workload):
 
 
 # ------------------------------------------------------------------------------ measuring
-def make(tf: Any, kind: str, width: int, batch: int, session: Any, depth: int = 2) -> Workload:
+def make(tf: Any, kind: str, width: int, batch: int, session: Any, depth: int = 2, twins: int = 1) -> Workload:
     session.set_enabled(True)  # built as in a profiled run: datasets/iterators seen by the hooks
     if kind == "fit":
-        return FitLoop(tf, width, batch, session)
-    return (GraphLoop if kind == "graph" else EagerLoop)(tf, width, batch, depth, session)
+        return FitLoop(tf, width, batch, session, twins)
+    return (GraphLoop if kind == "graph" else EagerLoop)(tf, width, batch, depth, session, twins)
 
 
 def calibrate(tf: Any, kind: str, target_s: float, session: Any) -> tuple[Workload, float]:
@@ -241,16 +254,21 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
     step_ratios: list[float] = []
     on_times: list[float] = []
     off_times: list[float] = []
-    for warm in (True, False):  # one untimed round in each state
-        session.set_enabled(warm)
-        wl.block(steps, warm)
+    for twin in range(wl.twins):
+        for warm in (True, False):  # one untimed round in each state
+            session.set_enabled(warm)
+            wl.block(steps, warm, twin)
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
+        twin = (i // 2) % wl.twins  # each ABBA group on one pair of twins, in turn
         got: dict[bool, float] = {}
         med: dict[bool, float] = {}
         for on in order:
             session.set_enabled(on and not control)
-            got[on] = wl.block(steps, on and not control)
+            # the control runs both arms on the hooks-off traces: twin ``twin`` against the next
+            # one, so that it shows the traces' own spread as well as the machine's
+            tw = (twin + 1) % wl.twins if control and on else twin
+            got[on] = wl.block(steps, on and not control, tw)
             med[on] = statistics.median(wl.step_times)
         step_ratios.append(med[True] / med[False])
         on_times.append(got[True])
@@ -269,6 +287,7 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
         "step_s_off": statistics.median(off_times),
         "pairs": pairs,
         "block_steps": steps,
+        "twins": wl.twins,
     }
 
 
@@ -300,53 +319,71 @@ def _closure_objects(fn: Any, wanted: set[int], depth: int = 4) -> list[int]:
     return found
 
 
+def trimmed_mean(xs: list[float], cut: float = 0.02) -> float:
+    """The mean without the slowest ``cut`` share (the machine pre-empting a call), which keeps
+    the steps that do more work now and then (sampled gradient norms) in, unlike a median."""
+    s = sorted(xs)
+    return statistics.fmean(s[:max(1, len(s) - int(cut * len(s)))])
+
+
 def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any] | None:
-    """The in-graph share of the overhead, measured finely: the step traced with the hooks on
-    (its probes) and its twin traced with them off are called alternately, one call each, with
+    """The in-graph share of the overhead, measured finely: the steps traced with the hooks on
+    (their probes) and their twins traced with them off are called in turn, one call each, with
     the hooks off, on one batch. Alternating single calls cancels the machine's drifts, which
-    blocks of steps do not; what is left is what the probes add to each step's graph."""
+    blocks of steps do not; averaging over the twins cancels the traces' own spread; what is left
+    is what the probes add to each step's graph."""
     import gc
 
     session.set_enabled(False)
     try:
+        call: list[tuple[bool, Callable[[], Any]]] = []
         if isinstance(wl, GraphLoop) and not isinstance(wl, EagerLoop):
             x, y = next(wl.it)
-            fns = {on: wl.steps[on].get_concrete_function(x, y) for on in (True, False)}
-            call = {on: (lambda f=fns[on]: f(x, y)) for on in fns}
+            for on in (True, False):
+                for fn in wl.steps[on]:
+                    call.append((on, lambda f=fn.get_concrete_function(x, y): f(x, y)))
         elif isinstance(wl, FitLoop):
             from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
 
-            found: dict[bool, Any] = {}
-            models = {id(m): on for on, m in wl.models.items()}
+            found: dict[int, Any] = {}
+            models = {id(m): on for on, ms in wl.models.items() for m in ms}
             for f in [o for o in gc.get_objects() if isinstance(o, Function) and o._name == "one_step_on_data"]:
                 # Keras' one_step_on_data closes (a few functions deep) over its model: only this
-                # workload's two twins count
+                # workload's twins count
                 owners = _closure_objects(getattr(f, "_python_function", None), set(models))
                 if not owners:
                     continue
                 for cf in f._list_all_concrete_functions():
                     probed = any(op.name.startswith("tflint_") for op in cf.graph.get_operations())
                     if probed == models[owners[0]]:
-                        found.setdefault(probed, cf)
-            if set(found) != {True, False}:
+                        found.setdefault(owners[0], cf)
+            if set(found) != set(models):
                 return None
             x, y = next(iter(wl.ds))
-            call = {on: (lambda f=found[on]: f((x, y))) for on in found}
+            call = [(models[m], lambda f=cf: f((x, y))) for m, cf in found.items()]
         else:
             return None
-        for on in call:
-            call[on]()
-        times: dict[bool, list[float]] = {True: [], False: []}
+        for _, c in call:
+            c()
+        times: list[list[float]] = [[] for _ in call]
         perf = time.perf_counter
         for i in range(calls):
-            for on in ((True, False) if i % 2 else (False, True)):
+            for j in (range(len(call)) if i % 2 else reversed(range(len(call)))):
                 t0 = perf()
-                call[on]()
-                times[on].append(perf() - t0)
+                call[j][1]()
+                times[j].append(perf() - t0)
     finally:
         session.set_enabled(True)
-    on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
-    return {"graph_call_s_on": on_s, "graph_call_s_off": off_s, "graph_added_s": on_s - off_s, "calls": calls}
+
+    def arm(on: bool, stat: Callable[[list[float]], float]) -> float:
+        return statistics.fmean(stat(t) for (o, _), t in zip(call, times) if o == on)
+
+    on_s, off_s = arm(True, statistics.median), arm(False, statistics.median)
+    mean_on, mean_off = arm(True, trimmed_mean), arm(False, trimmed_mean)
+    return {"graph_call_s_on": on_s, "graph_call_s_off": off_s, "graph_added_s": on_s - off_s,
+            "graph_added_mean_s": mean_on - mean_off, "calls": calls, "twins": wl.twins,
+            "twin_medians_s": {"on": [statistics.median(t) for (o, _), t in zip(call, times) if o],
+                               "off": [statistics.median(t) for (o, _), t in zip(call, times) if not o]}}
 
 
 def startup(runs: int) -> dict[str, Any]:
@@ -411,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-calls", type=int, default=1000,
                     help="alternating calls of the probed and the plain traced step, to measure what the "
                          "in-graph probes add per step (0 to skip)")
+    ap.add_argument("--twins", type=int, default=3,
+                    help="traces per arm, taken in turn: two traces of one step can differ in speed by a few "
+                         "%% on their own (1: one trace with the hooks on against one with them off)")
     ap.add_argument("--json", dest="json_path", help="write the results here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -432,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         for ms in [int(s) for s in args.steps_ms.split(",") if s]:
             for kind in [w for w in args.workloads.split(",") if w]:
                 wl, measured = calibrate(tf, kind, ms / 1000.0, session)
+                if args.twins > 1:  # the calibrated shape, traced ``twins`` times per arm
+                    wl = make(tf, kind, wl.width, wl.batch, session, getattr(wl, "depth", 2), args.twins)
                 steps = max(10, int(args.block_s / max(measured, 1e-4)))
                 target = (TARGETS_ALL_SIGNALS if args.signals is None else TARGETS)[(kind, ms)]
                 r: dict[str, Any] = {"control": args.control, "workload": kind, "nominal_ms": ms, "width": wl.width,
@@ -453,8 +495,10 @@ def main(argv: list[str] | None = None) -> int:
                     if pc is not None:
                         r["probe_cost"] = pc
                         print(f"{'':8} {'':5} in-graph probes: +{pc['graph_added_s'] * 1e6:.1f} us per step "
+                              f"(median call; mean call +{pc['graph_added_mean_s'] * 1e6:.1f} us) "
                               f"({pc['graph_call_s_off'] * 1e3:.3f} -> {pc['graph_call_s_on'] * 1e3:.3f} ms per call "
-                              f"of the traced step, alternating calls, hooks off)", flush=True)
+                              f"of the traced step, alternating calls, hooks off, {pc['twins']} twin(s) each)",
+                              flush=True)
         status = session.status()
     out: dict[str, Any] = {"step_overhead": results, "session_status": status}
     if args.startup_runs > 0:

@@ -340,9 +340,9 @@ def test_a_masked_log_does_not_take_the_blame_for_a_later_nan():
     assert sig.details["step"] == 31 and sig.details["forward_op"] == "Sqrt", sig.details
 
 
-def _label_layout(loss_of, steps=3):
+def _label_layout(loss_of, steps=3, probes=None):
     """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
-    whose loss is ``loss_of(y, pred)``."""
+    whose loss is ``loss_of(y, pred)`` (its probe appended to ``probes`` when given)."""
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     opt = keras.optimizers.SGD(0.01)
 
@@ -360,6 +360,8 @@ def _label_layout(loss_of, steps=3):
             step(x, tf.fill([8, 1], float(i % 2 + 2)))
         s.health._read_probes(s.health.probes)
         (probe,) = s.health.probes
+        if probes is not None:
+            probes.append(probe)
         return probe.layout[2], probe.labels
 
 
@@ -380,9 +382,25 @@ def test_labels_come_from_the_data_and_must_reach_the_loss():
     assert _label_layout(lambda y, p: tf.reduce_mean((y - p) ** 2))[0] == 0  # no Keras loss: not seen
 
 
+def test_a_large_model_keeps_the_label_range_of_every_step(monkeypatch):
+    """Above COND_MIN_ELEMENTS the gradient norms are sampled (steps 1, 33, 65), but the labels'
+    range is not: here every sampled step has label 2, and the odd calls' 3 must still count, or
+    labels that repeat with the batch order would be reported as constant."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    mse = keras.losses.MeanSquaredError()
+    probes = []
+    nl, labels = _label_layout(lambda y, p: mse(y, p), steps=70, probes=probes)
+    assert probes[0].sampled_gradients and probes[0].sample_every == health.LARGE_SAMPLE_EVERY == 32
+    assert probes[0].last_sums[2] == 3  # norms taken at steps 1, 33 and 65 only
+    assert nl == 2 and labels == (2.0, 3.0, 70), labels
+
+
 def test_sampled_gradients_of_a_large_model_still_find_the_backward_origin(monkeypatch):
-    """Above COND_MIN_ELEMENTS the gradients are checked every SAMPLE_EVERY steps; the sqrt's
-    infinite gradient at step 31 is still named, at its own step, when the loss goes NaN after."""
+    """Above COND_MIN_ELEMENTS the gradients are checked every LARGE_SAMPLE_EVERY steps; the
+    sqrt's infinite gradient at step 31 is still named, at its own step, when the loss goes NaN
+    after."""
     from tflint.runtime import health
 
     monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)

@@ -52,6 +52,7 @@ KIND = "input-stall"
 HIGH = 0.20
 MODERATE = 0.05
 READ_INTERVAL_S = 0.05
+FRESH_READ_S = 0.005  # a read of the in-graph totals this recent is used as it is
 WINDOW_STEPS = 8  # eager fetches only: a window is also closed after this many steps
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
@@ -302,6 +303,7 @@ class InputHook(Hook):
         self._first: tuple[float, float] | None = None  # (t, total wait) at the first step tick
         self._last: tuple[float, float] | None = None
         self._last_read_t = 0.0
+        self._read_op: Any = None  # gen_resource_variable_ops.read_variable_op, once installed
         self.series = self.store.series("input_wait_share", 400)
         self._tls = ThreadFlags()  # .inside: within a distributed fetch (inner fetches not timed)
         # eager distributed fetches: one per step; step i's length is the time between fetch
@@ -340,12 +342,14 @@ class InputHook(Hook):
         from tensorflow.python.data.ops import dataset_ops, iterator_ops
         from tensorflow.python.eager import context
         from tensorflow.python.framework import ops
+        from tensorflow.python.ops import gen_resource_variable_ops
         from tensorflow.python.util import nest
 
         hook = self
         perf = time.perf_counter
         executing_eagerly = context.executing_eagerly
         tls = self._tls
+        self._read_op = gen_resource_variable_ops.read_variable_op
 
         def accumulator() -> Any:
             if hook._acc is None:
@@ -637,8 +641,10 @@ class InputHook(Hook):
     def _graph_totals(self, force: bool = False) -> tuple[float, float, float]:
         if self._acc is None or (self._graph_probes == 0 and not force):
             return self._acc_read
+        self._last_read_t = time.perf_counter()
         try:
-            v = self._acc.numpy()
+            # the raw read op: ResourceVariable.numpy() runs several times more Python per read
+            v = self._read_op(self._acc.handle, self._acc.dtype).numpy()
             self._acc_read = (float(v[0]), float(v[1]), float(v[2]))
         except Exception:  # noqa: BLE001
             pass
@@ -647,13 +653,11 @@ class InputHook(Hook):
     def total_wait(self, force: bool = False) -> float:
         return self.eager_wait + self._graph_totals(force)[0]
 
-    def wait_now(self, force: bool = False) -> float:
+    def wait_now(self, force: bool = False, max_age: float = READ_INTERVAL_S) -> float:
         """All input wait so far: eager fetches exactly, in-graph fetches as last read (read
-        again when ``force`` or when ``READ_INTERVAL_S`` has passed since the last read)."""
+        again when ``force`` or when the last read is ``max_age`` old)."""
         if self._acc is not None and self._graph_probes:
-            now = time.perf_counter()
-            if force or now - self._last_read_t >= READ_INTERVAL_S:
-                self._last_read_t = now
+            if force or time.perf_counter() - self._last_read_t >= max_age:
                 self._graph_totals(force=True)
         return self.eager_wait + self._acc_read[0]
 
@@ -696,7 +700,9 @@ class InputHook(Hook):
             return self._due()
         if now - self._win_t < READ_INTERVAL_S and (self._graph_probes or step - self._win_step < WINDOW_STEPS):
             return self._due()
-        w = self.total_wait()
+        # one read of the in-graph totals serves the window and the step tracker: the window
+        # closes at the step count that read them (see READ_INTERVAL_S), or reads them itself
+        w = self.wait_now(max_age=FRESH_READ_S)
         span = now - self._win_t
         if span > 0:
             self.series.add(step, max(0.0, min(1.0, (w - self._win_wait) / span)))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflint.runtime.health import SAMPLE_EVERY, Probe, var_name
+from tflint.runtime.health import Probe, var_name
 from tflint.runtime.hookbase import AUTOGRAPH_MARKER, Hook, is_library_file, map_autograph
 
 KIND = "nan-inf"
@@ -211,7 +211,7 @@ class NanInfHook(Hook):
         # before, or the last sampled step when the gradients of a large model are sampled): a
         # tensor non-finite earlier without reaching them (a masked tf.where branch) is not it
         last = probe.first_bad if probe.first_bad is not None else min(f for f, _, _ in bad)
-        lo = last - (SAMPLE_EVERY - 1 if probe.sampled_gradients else 0)
+        lo = last - (probe.sample_every - 1)
         step0 = min((f for f, _, _ in bad if lo <= f <= last), default=last)
         roles = [m["role"] for f, _, m in bad if f == last and m["role"]]
         tensor = ("the loss" if "the loss" in roles else
