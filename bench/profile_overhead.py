@@ -16,7 +16,7 @@ ratios (on/off) with its interquartile range. Each block's median step is compar
   alternate between the two, timed from batch end to batch end by a callback;
 * ``eager``  -- the same step without ``tf.function``.
 
-Two traces of one step can differ in speed by a few % on their own (measured: up to 2% with
+Two traces of one step can differ in speed by a few % on their own (measured: up to 3% with
 TensorFlow's default threads, two speeds 7% apart with one thread), so each arm has ``--twins``
 traces (default 3), and each ABBA group of blocks runs on the next pair of twins in turn.
 
@@ -33,10 +33,11 @@ Targets (issue 4, the five original signals): step-time overhead <= 2% (graph, f
 import. With every signal on, training health included (issue 11): graph and fit <= 3% at ~5 ms
 and <= 8% at ~1 ms. The verdict column uses the targets of the signals that are on.
 
-At ~5 ms the paired ratios of this shared 2-core machine have an IQR of about +-7%: the median
-of 30 pairs is good to about +-2%, so the 3% target needs a few hundred pairs (``--pairs 400``).
+At ~5 ms the paired ratios of a shared 2-core machine have an IQR of about +-7%: the median of
+100 pairs (the default) is good to about +-1.5%, so judging the 3% target takes a few hundred
+(``--pairs 300``: about +-0.8%).
 
-Usage: python bench/profile_overhead.py [--pairs 30] [--twins 3] [--quick] [--json results.json]
+Usage: python bench/profile_overhead.py [--pairs 100] [--twins 3] [--quick] [--json results.json]
 """
 
 from __future__ import annotations
@@ -84,14 +85,14 @@ class Workload:
         self.batch = batch
         self.twins = max(1, twins)
 
-    def _model(self) -> Any:
+    def _model(self, layers: list[Any] | None = None) -> Any:
+        """The MLP; on ``layers`` when given (models on the same layers share their weights)."""
         tf = self.tf
-        return tf.keras.Sequential([
-            tf.keras.Input((FEATURES,)),
-            tf.keras.layers.Dense(self.width, activation="relu"),
-            tf.keras.layers.Dense(self.width, activation="relu"),
-            tf.keras.layers.Dense(1),
-        ])
+        if layers is None:
+            layers = [tf.keras.layers.Dense(self.width, activation="relu"),
+                      tf.keras.layers.Dense(self.width, activation="relu"),
+                      tf.keras.layers.Dense(1)]
+        return tf.keras.Sequential([tf.keras.Input((FEATURES,)), *layers])
 
     def _dataset(self) -> Any:
         tf = self.tf
@@ -194,12 +195,15 @@ class FitLoop(Workload):
                 times.append(time.perf_counter())
 
         self.timer = Timer()
-        # models traced with the hooks on (in-graph probes), their twins with the hooks off
+        # models traced with the hooks on (in-graph probes), their twins with the hooks off, all
+        # on the same layers: models with weights of their own differ in speed by up to ~7% at
+        # ~5 ms steps (where their weights lie in memory), which would swamp the hooks' share
         self.models: dict[bool, list[Any]] = {True: [], False: []}
+        layers = self._model().layers
         for _ in range(self.twins):
             for on in (True, False):
                 session.set_enabled(on)
-                m = self._model()
+                m = self._model(layers)
                 m.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
                 m.fit(self.ds, epochs=1, steps_per_epoch=3, verbose=0)
                 self.models[on].append(m)
@@ -431,7 +435,7 @@ def startup(runs: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=30, help="on/off block pairs per workload (0: only the probe cost)")
+    ap.add_argument("--pairs", type=int, default=100, help="on/off block pairs per workload (0: only the probe cost)")
     ap.add_argument("--block-s", type=float, default=0.08, help="approximate duration of one block")
     ap.add_argument("--workloads", default="graph,fit,eager")
     ap.add_argument("--steps-ms", default="1,5", help="nominal step times to calibrate to")
@@ -445,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="TensorFlow's inter- and intra-op threads (default: TensorFlow's choice); 1 makes the "
                          "steps serial, which is steadier on a shared machine and does not let the probes overlap "
                          "with the step")
-    ap.add_argument("--probe-calls", type=int, default=1000,
+    ap.add_argument("--probe-calls", type=int, default=300,
                     help="alternating calls of the probed and the plain traced step, to measure what the "
                          "in-graph probes add per step (0 to skip)")
     ap.add_argument("--twins", type=int, default=3,
