@@ -388,3 +388,36 @@ def test_compat_v1_py_function_bodies_run_eagerly():
     (load,) = a.functions["load"]
     assert not a.traced.is_traced_function(load)
     assert findings(src, "TFL101") == []
+
+
+# -- TFL402: a random Keras layer applying a given transformation draws nothing ---------------
+RANDOM_LAYER_TRANSFORMS = """
+import numpy as np
+from keras.src import layers
+from keras.src import testing
+from tensorflow import data as tf_data
+
+
+class RandomFlipTest(testing.TestCase):
+    def setUp(self):
+        self.zoom = layers.RandomZoom(0.5)
+
+    def test_boxes(self):
+        random_flip_layer = layers.RandomFlip("horizontal", bounding_box_format="xyxy")
+        transformation = {"flips": np.asarray([[True]]), "input_shape": (1, 8, 8, 3)}
+        ds = tf_data.Dataset.from_tensor_slices({"bounding_boxes": np.zeros((1, 2, 4))})
+        ds = ds.map(
+            lambda x: random_flip_layer.transform_bounding_boxes(
+                x["bounding_boxes"], transformation=transformation, training=True
+            )
+        )
+        ds = ds.map(lambda x: self.zoom.transform_images(x, transformation))
+        ds = ds.map(lambda x: random_flip_layer(x))
+        ds = ds.map(lambda x: self.zoom.transform_images(x, None))
+        ds = ds.map(lambda x: random_flip_layer.get_random_transformation(x))
+"""
+
+
+def test_402_random_layer_transform_with_a_given_transformation_is_not_reported():
+    # the form of keras' random_flip/zoom/shear/... tests: only the calls that draw are reported
+    assert findings(RANDOM_LAYER_TRANSFORMS, "TFL402") == [(22, "TFL402"), (23, "TFL402"), (24, "TFL402")]

@@ -192,6 +192,34 @@ def test_tfl402_what_makes_a_map_function_stateful(op):
     assert "TFL402" in codes(src)
 
 
+def test_tfl402_a_random_keras_layer_is_stateful_only_where_it_draws():
+    """Calling a Keras random layer (or its get_random_transformation) in a map draws random
+    numbers, and tf.data keeps the map sequential; its transform_* methods given a
+    transformation only apply it, and the map is parallelized by itself."""
+    src = """
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow import keras
+
+    flip = keras.layers.RandomFlip("horizontal", seed=1)
+    images = tf.data.Dataset.from_tensor_slices(np.zeros((4, 8, 8, 3), "float32")).batch(2)
+    called = images.map(lambda x: flip(x, training=True))
+    drawn = images.map(lambda x: flip.get_random_transformation(x, training=True)["flips"])
+    transformation = {"flips": np.asarray([[[[True]]], [[[False]]]]), "input_shape": (2, 8, 8, 3)}
+    applied = images.map(lambda x: flip.transform_images(x, transformation=transformation, training=True))
+    for ds in (called, drawn, applied):
+        for batch in ds:
+            pass
+    """
+    ns = run(src)
+    for name in ("called", "drawn"):
+        nodes = pipeline_nodes(ns[name])
+        assert "Map" in nodes and "ParallelMapV2" not in nodes, name
+    assert "ParallelMapV2" in pipeline_nodes(ns["applied"])
+    lines = {line for line, code in findings(src) if code == "TFL402"}
+    assert lines == {8, 9}, lines  # the two maps that draw, not the one that applies
+
+
 def test_tfl402_num_parallel_calls_speeds_up_a_slow_stateful_map():
     src = """
     import time

@@ -155,6 +155,16 @@ _STATEFUL_VALUE_PREFIXES = (
     "keras.applications.",
 )
 
+# A Keras random preprocessing layer draws its randomness in ``__call__`` (through
+# ``get_random_transformation``); its ``transform_*`` methods given a transformation only apply
+# it: a map calling those alone stays stateless, and tf.data runs it in parallel (checked on
+# TensorFlow 2.21). RandomColorJitter draws inside ``transform_images`` as well.
+_RANDOM_LAYER_PREFIXES = ("keras.layers.Random", "keras.layers.experimental.preprocessing.Random")
+_APPLIES_GIVEN_TRANSFORMATION = frozenset(
+    {"transform_images", "transform_labels", "transform_bounding_boxes", "transform_segmentation_masks"}
+)
+_DRAWS_IN_TRANSFORM = ("keras.layers.RandomColorJitter",)
+
 # Methods of ``tf.data.Dataset`` that return another dataset.
 DATASET_METHODS = frozenset(
     {
@@ -544,6 +554,9 @@ class DatasetFacts:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 continue
             if isinstance(node, ast.Call):
+                if self._applies_given_transformation(node, values):
+                    stack.extend(reversed([*node.args, *(k.value for k in node.keywords)]))
+                    continue  # the layer's own state is not touched
                 q = a.call_name(node)
                 if q and not q.startswith(_NOT_STATEFUL_PREFIXES):
                     if q in _STATEFUL_NAMES:
@@ -566,6 +579,29 @@ class DatasetFacts:
                 return node
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
         return None
+
+    def _applies_given_transformation(self, call: ast.Call, values: dict[str, ast.AST]) -> bool:
+        """``layer.transform_images(x, transformation)`` (and the other ``transform_*``) of a
+        Keras random layer, with a transformation passed in: no random draw."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in _APPLIES_GIVEN_TRANSFORMATION:
+            return False
+        recv = func.value
+        if isinstance(recv, ast.Name):
+            key = recv.id
+        elif isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
+            key = "self." + recv.attr
+        else:
+            return False
+        assign = values.get(key)
+        if not isinstance(assign, ast.Assign) or not isinstance(assign.value, ast.Call):
+            return False
+        q = self.a.call_name(assign.value) or ""
+        if not q.startswith(_RANDOM_LAYER_PREFIXES) or q.startswith(_DRAWS_IN_TRANSFORM):
+            return False
+        given = call.args[1] if len(call.args) >= 2 else next(
+            (k.value for k in call.keywords if k.arg == "transformation"), None)
+        return given is not None and not (isinstance(given, ast.Constant) and given.value is None)
 
     def _stateful_values(self) -> dict[str, ast.AST]:
         """Names (and ``self.attr``) assigned a variable, a lookup table, a random generator or

@@ -406,8 +406,28 @@ class MapWithoutParallelCalls(Rule):
         df = pd.DataFrame({'a': [1, 2]})
         df['b'] = df['a'].map(str)
         """,
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        flip = keras.layers.RandomFlip("horizontal")
+        transformation = {"flips": tf.ones([2, 1, 1, 1], tf.bool), "input_shape": (2, 8, 8, 3)}
+        images = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3])).batch(2)
+        # applies the given transformation: nothing random is drawn, tf.data parallelizes it
+        images = images.map(lambda x: flip.transform_images(x, transformation=transformation))
+        """,
     ]
     INVALID = [
+        """
+        import tensorflow as tf
+        from tensorflow import keras
+
+        flip = keras.layers.RandomFlip("horizontal")
+        images = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3])).batch(2)
+        images = images.map(lambda x: flip(x, training=True))  # expect: TFL402
+        jitter = keras.layers.RandomColorJitter(value_range=(0, 1), brightness_factor=0.2)
+        images = images.map(lambda x: jitter.transform_images(x, None))  # expect: TFL402
+        """,
         """
         import tensorflow as tf
 
