@@ -139,8 +139,11 @@ class Probe:
         # under a strategy with several replicas in sync, the gradient calls of one step (one per
         # replica): each replica's loss is its share of the global batch's, so their sum is the loss
         self.replica_group: Any = None
-        self.sampled_gradients = False  # a large model: gradients checked every sample_every steps
-        self.sample_every = 1
+        self.sample_every = 1  # a large model: gradients checked every LARGE_SAMPLE_EVERY steps
+
+    @property
+    def sampled_gradients(self) -> bool:
+        return self.sample_every > 1
 
 
 class HealthMonitor(Hook):
@@ -435,17 +438,11 @@ class HealthMonitor(Hook):
             head = [tf.constant(1.0, f32), loss32]
             sums = [total(t) for t in risky]
 
-            def label_range() -> None:  # the labels' minimum and minus their maximum, as minimums
-                lab = tf.stack([as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))])
-                rv.resource_scatter_min(probe.status.handle, tf.constant([label0, label0 + 1], tf.int32),
-                                        tf.cast(lab, f64))
-
             if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
                 # large gradients: the norms only every LARGE_SAMPLE_EVERY-th step (a lowered cond:
                 # a Switch per gradient on the other steps); the norm count says how many were
                 # taken. The label range stays on every step: labels that repeat with the batch
                 # order would look constant on sampled steps alone
-                probe.sampled_gradients = True
                 probe.sample_every = LARGE_SAMPLE_EVERY
                 sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
                 sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
@@ -453,13 +450,15 @@ class HealthMonitor(Hook):
                 vals = tf.concat([scalars, sq] + ([tf.stack(sums)] if sums else []), 0)
             else:
                 vals = tf.stack(head + [tf.constant(1.0, f32)] + [l2(g) for g in gvals] + sums)
-            if labels is not None:
-                label_range()
             vals64 = tf.cast(vals, f64)
             # the step where a value is not finite, step / 0 = +inf (never) where it is
             latch = step / tf.cast(tf.logical_not(tf.math.is_finite(vals)), f64)
             rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
             rv.resource_scatter_add(probe.status.handle, tf.constant(acc_idx, tf.int32), vals64)
+            if labels is not None:  # the labels' minimum and minus their maximum, as minimums
+                lab = tf.stack([as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))])
+                rv.resource_scatter_min(probe.status.handle, tf.constant([label0, label0 + 1], tf.int32),
+                                        tf.cast(lab, f64))
         self.probes.append(probe)
 
     def _graph_step(self, graph: Any) -> Any:
