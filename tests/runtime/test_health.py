@@ -382,6 +382,42 @@ def test_labels_come_from_the_data_and_must_reach_the_loss():
     assert _label_layout(lambda y, p: tf.reduce_mean((y - p) ** 2))[0] == 0  # no Keras loss: not seen
 
 
+def test_labels_that_are_a_tracked_input_cost_four_ops_and_locate_a_nan_label():
+    """The label range joins the probe's one pack and its one ``ResourceScatterMin``; labels that
+    are a tracked input are not summed as well: ``reduce_min`` and ``reduce_max`` propagate NaN,
+    so the range says when they stop being finite, and a NaN label is blamed on the input data at
+    the step it came in."""
+    assert np.isnan(tf.reduce_min([1.0, np.nan, 2.0]).numpy()) and np.isnan(tf.reduce_max([np.nan, 1.0]).numpy())
+    mse = keras.losses.MeanSquaredError()
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    opt = keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = mse(y, model(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    x, good = tf.ones([8, 3]), tf.fill([8, 1], 2.0)
+    bad = tf.tensor_scatter_nd_update(good, [[5, 0]], [np.nan])
+    with watch() as s:
+        for i in range(12):
+            step(x, bad if i == 9 else good)
+        (probe,) = s.health.probes
+        ops = _probe_ops(step, x, good)
+    roles = [m["role"] for m in probe.tensors]
+    assert roles.count("the input data") == 2 and probe.layout[2] == 2
+    sums = [op for op in ops if op.type == "Sum"]
+    assert len(sums) == 1 and sums[0].inputs[0].op.type == "Placeholder"  # x's; y's range stands for it
+    assert sorted(op.type for op in ops if op.type in ("Min", "Max", "ResourceScatterMin")) == [
+        "Max", "Min", "ResourceScatterMin"]
+    (sig,) = [x for x in s.report().signals if x.kind == "nan-inf"]
+    assert sig.details["step"] == 10 and sig.details["op"] == "Placeholder", sig.details
+    assert "input data" in sig.details["cause"]
+
+
 def test_a_large_model_keeps_the_label_range_of_every_step(monkeypatch):
     """Above COND_MIN_ELEMENTS the gradient norms are sampled (steps 1, 33, 65), but the labels'
     range is not: here every sampled step has label 2, and the odd calls' 3 must still count, or

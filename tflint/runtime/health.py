@@ -11,8 +11,9 @@ by the session's step tick (``on_step``). What it costs:
   risky ops that :mod:`tflint.runtime.nan_inf` picks, constants left out), one stack of those
   scalars and the loss, one finiteness test of the stack, and two scatter ops into a small state
   vector: the running sums of the loss and the squared norms (``ResourceScatterAdd``) and the
-  first non-finite step of each tracked value (``ResourceScatterMin``) — ``V + R + 10`` small ops
-  for ``V`` gradients and ``R`` tracked tensors, plus five when the labels are seen. No
+  first non-finite step of each tracked value (``ResourceScatterMin``, which also keeps the label
+  range) — ``V + R + 10`` small ops for ``V`` gradients and ``R`` tracked tensors, plus four when the
+  labels are seen (less the sum of the labels when they are a tracked input). No
   ``SelectV2``: on CPU one costs about as much as the rest of the probe. Gradients of more than
   ``COND_MIN_ELEMENTS`` elements in all get their norms only every ``LARGE_SAMPLE_EVERY``-th
   step, under a lowered cond (a pass over them is memory-bound).
@@ -365,14 +366,16 @@ class HealthMonitor(Hook):
     def _build_probe(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
         """Add the per-step probe to the graph being traced. One state vector per probe, written
         by two scatter ops and never read inside the step (see :class:`Probe` for its layout):
-        the step's values ``[1, loss, norm count, label min/max..., ½‖g_i‖²..., Σ of each tracked
-        tensor...]`` are packed once; their sums are accumulated (``ResourceScatterAdd``) and,
+        the step's values ``[1, loss, Σ of each tracked tensor..., label min, -label max, norm
+        count, ½‖g_i‖²...]`` are packed once; their sums are accumulated (``ResourceScatterAdd``) and,
         for the loss, the gradients and the tracked tensors, the first step each was not finite
         is latched (``ResourceScatterMin`` of ``step / not_finite``: the step where a value is
         not finite, ``+inf`` where it is — a division, because ``SelectV2`` costs several times
         more than the four small ops on CPU). With a shared step counter that is ``V + R + 10``
-        small ops for ``V`` gradients and ``R`` tracked tensors; the labels' minimum and maximum,
-        when seen, add their own pack and ``ResourceScatterMin``."""
+        small ops for ``V`` gradients and ``R`` tracked tensors. The labels' minimum and minus
+        their maximum, when seen, join the pack and are kept as minimums by the same
+        ``ResourceScatterMin`` (its updates are the latch and the packed values), four ops more;
+        a tracked input that is the labels is not summed, its range says whether it is finite."""
         tf = self._tf
         from tensorflow.python.framework import ops
         from tensorflow.python.ops import gen_resource_variable_ops as rv
@@ -408,13 +411,13 @@ class HealthMonitor(Hook):
             init = tf.concat([tf.zeros([nacc + 1], tf.float64), never], 0)
             probe.status = Cell(tf, init)
         f32, f64 = tf.float32, tf.float64
-        # where each packed value goes: the sums of [1, loss, norm count, ½‖g_i‖²...], the first-
-        # step latch of the loss, the gradients and the tracked tensors; a scratch slot for the
-        # rest. The label minimum and minus the label maximum are kept as minimums of their own.
         scratch_add, first0, label0, scratch_min = nacc, nacc + 1, nacc + 1 + nt, size - 1
-        acc_idx = [0, 1, 2] + list(range(3, 3 + nv)) + [scratch_add] * len(risky)
-        first_idx = ([scratch_min, first0, scratch_min]
-                     + [first0 + 1 + i for i in range(nv)] + [first0 + 1 + nv + j for j in range(len(risky))])
+        # a tracked input that is the labels themselves gets its finiteness from the label range
+        # (reduce_min and reduce_max propagate NaN): no sum of its own
+        label_j = None
+        if labels is not None:
+            label_j = next((j for j, t in enumerate(risky)
+                            if t.op is labels.op and t.value_index == labels.value_index), None)
         with ops.name_scope("tflint_health"):
             step = self._graph_step(ops.get_default_graph())
 
@@ -435,30 +438,47 @@ class HealthMonitor(Hook):
                     t = tf.cast(t, f32)
                 return as32(tf.reduce_sum(t))
 
-            head = [tf.constant(1.0, f32), loss32]
-            sums = [total(t) for t in risky]
+            # the step's values, packed once: [1, loss, Σ of each tracked tensor..., label min,
+            # -label max, norm count, ½‖g_i‖²...]; where each goes in the sums (ScatterAdd) and in
+            # the first-step latch (ScatterMin); a scratch slot for the rest
+            scal = [tf.constant(1.0, f32), loss32]
+            add_idx, first_idx = [0, 1], [scratch_min, first0]
+            for j, t in enumerate(risky):
+                if j != label_j:
+                    scal.append(total(t))
+                    add_idx.append(scratch_add)
+                    first_idx.append(first0 + 1 + nv + j)
+            lab_at = len(scal)
+            if labels is not None:
+                scal += [as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))]
+                add_idx += [scratch_add] * 2
+                first_idx += [first0 + 1 + nv + label_j if label_j is not None else scratch_min] * 2
+            add_idx += [2] + list(range(3, 3 + nv))
+            first_idx += [scratch_min] + [first0 + 1 + i for i in range(nv)]
 
             if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
                 # large gradients: the norms only every LARGE_SAMPLE_EVERY-th step (a lowered cond:
-                # a Switch per gradient on the other steps); the norm count says how many were
-                # taken. The label range stays on every step: labels that repeat with the batch
-                # order would look constant on sampled steps alone
+                # a Switch per gradient on the other steps), with the norm count (1 or 0). The label
+                # range stays on every step: labels that repeat with the batch order would look
+                # constant on sampled steps alone
                 probe.sample_every = LARGE_SAMPLE_EVERY
                 sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
-                sq = tf.cond(sample, lambda: tf.stack([l2(g) for g in gvals]), lambda: tf.zeros([nv], f32))
-                scalars = tf.stack(head + [tf.cast(sample, f32)])
-                vals = tf.concat([scalars, sq] + ([tf.stack(sums)] if sums else []), 0)
+                norms = tf.cond(sample, lambda: tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
+                                lambda: tf.zeros([nv + 1], f32))
+                vals = tf.concat([tf.stack(scal), norms], 0)
             else:
-                vals = tf.stack(head + [tf.constant(1.0, f32)] + [l2(g) for g in gvals] + sums)
+                vals = tf.stack(scal + [tf.constant(1.0, f32)] + [l2(g) for g in gvals])
             vals64 = tf.cast(vals, f64)
             # the step where a value is not finite, step / 0 = +inf (never) where it is
             latch = step / tf.cast(tf.logical_not(tf.math.is_finite(vals)), f64)
-            rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
-            rv.resource_scatter_add(probe.status.handle, tf.constant(acc_idx, tf.int32), vals64)
-            if labels is not None:  # the labels' minimum and minus their maximum, as minimums
-                lab = tf.stack([as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))])
-                rv.resource_scatter_min(probe.status.handle, tf.constant([label0, label0 + 1], tf.int32),
-                                        tf.cast(lab, f64))
+            rv.resource_scatter_add(probe.status.handle, tf.constant(add_idx, tf.int32), vals64)
+            if labels is None:
+                rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
+            else:  # the label minimum and minus the maximum are kept as minimums by the same op
+                lab_idx = [scratch_min] * len(add_idx)
+                lab_idx[lab_at], lab_idx[lab_at + 1] = label0, label0 + 1
+                rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx + lab_idx, tf.int32),
+                                        tf.concat([latch, vals64], 0))
         self.probes.append(probe)
 
     def _graph_step(self, graph: Any) -> Any:
