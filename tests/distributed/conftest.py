@@ -43,6 +43,17 @@ def slow_compute_job(tmp_path_factory):
     return [Report.load(r.report) for r in runs], [r.report for r in runs], runs
 
 
+@pytest.fixture(scope="session")
+def nan_worker_job(tmp_path_factory):
+    """(reports, paths, runs) of a two-worker job whose loss turns -inf at step 21 (log of 0)."""
+    tmp = tmp_path_factory.mktemp("multiworker_nan")
+    runs = run_job(tmp, FIXTURES / "multiworker_train.py", n=2, env_per_worker=[{}, {}],
+                   script_args=["--steps", "30", "--nan-at", "20"], timeout=180)
+    if any(r.returncode != 0 or not r.report.exists() for r in runs):
+        _fail_with_logs(runs, "two-worker job with a non-finite loss")
+    return [Report.load(r.report) for r in runs], [r.report for r in runs], runs
+
+
 def profile_script(tmp, script, json_name, args, timeout=150):
     out = tmp / json_name
     cmd = [*TFLINT, "profile", str(script), "--json", str(out), "--no-live", "--", *args]

@@ -8,10 +8,17 @@ import subprocess
 
 import pytest
 
-from tests.distributed.cluster import TFLINT, base_env
+from tests.distributed.cluster import FIXTURES, TFLINT, base_env
 from tflint.profiler.report import Report
+from tflint.runtime.health import HEALTH_KINDS
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # the job takes about 20 s
+
+
+def _line_of(text: str) -> int:
+    """The line of the worker script that contains ``text``."""
+    source = (FIXTURES / "multiworker_train.py").read_text().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
 
 
 def test_each_worker_report_is_tagged_with_its_role(two_worker_job):
@@ -80,7 +87,8 @@ def test_merge_names_the_straggler_and_findings_per_worker(two_worker_job, tmp_p
     found = merged.signals_of("straggler")
     assert len(found) == 1 and found[0].details["workers"] == ["worker:1"]
     assert "task type worker, index 1" in found[0].message and "own input pipeline" in found[0].message
-    assert found[0].location is not None and found[0].location.line == 58  # its slow map
+    slow_map = _line_of("ds = ds.map(slow_down)")
+    assert found[0].location is not None and found[0].location.line == slow_map
     # the input stall is worker 1's alone
     stall = merged.signals_of("input-stall")
     assert len(stall) == 1 and stall[0].details["workers"] == ["worker:1"]
@@ -110,3 +118,32 @@ def test_slow_compute_worker_is_the_straggler_with_compute_as_cause(slow_compute
     assert merged.metrics["workers"]["worker:0"]["waiting_for"] == {
         "worker": "worker:1", "cause": "compute", "peer_wait_share": fast["peer_wait_share"]}
     print(proc.stdout)  # the merged report, for the record
+
+
+def test_training_health_names_the_unused_layer_on_every_worker(two_worker_job):
+    """Each worker's probe runs inside the replica function of a MultiWorkerMirroredStrategy
+    step: the layer that is never called is a dead parameter on both workers (its gradient is
+    always None, and the step drops it), and nothing else about the run's health is reported."""
+    reports, _, _ = two_worker_job
+    for report in reports:
+        kinds = sorted(s.kind for s in report.signals if s.kind in HEALTH_KINDS)
+        assert kinds == ["dead-parameter"], [s.message for s in report.signals]
+        (dead,) = report.signals_of("dead-parameter")
+        d = dead.details
+        assert d["reason"] == "gradient-none", d
+        assert sorted(d["variables"]) == ["net/dense_2/bias", "net/dense_2/kernel"], d
+        assert dead.location is not None and dead.location.file.endswith("multiworker_train.py")
+
+
+def test_a_non_finite_loss_is_localised_on_every_worker(nan_worker_job):
+    """The loss of each worker's replica turns -inf at step 21 (the log of a count that reaches
+    0): each report names that step, the Log op and its line, inside the replica function."""
+    reports, _, _ = nan_worker_job
+    log_line = _line_of("tf.math.log(remaining)")
+    for report in reports:
+        (nan,) = report.signals_of("nan-inf")
+        d = nan.details
+        assert d["step"] == 21 and d["tensor"] == "the loss", d
+        assert d["op"] == "Log" and d["localised"], d
+        assert nan.location is not None and nan.location.line == log_line, (nan.location, log_line)
+        assert "log of zero" in d["cause"]
