@@ -340,6 +340,50 @@ def test_a_masked_log_does_not_take_the_blame_for_a_later_nan():
     assert sig.details["step"] == 31 and sig.details["forward_op"] == "Sqrt", sig.details
 
 
+def test_probes_of_functions_that_do_not_run_are_not_read_again(monkeypatch):
+    """Each read of a probe is an eager op and a host copy (~150-230 µs right after a step): a
+    run that traced several steps reads, per step tick, only the probes of the functions that
+    ran since their last read; the final read still takes every probe."""
+    from tflint.runtime import health
+
+    reads = {}
+    plain_numpy = health.Cell.numpy
+
+    def counting_numpy(cell):
+        reads[id(cell)] = reads.get(id(cell), 0) + 1
+        return plain_numpy(cell)
+
+    monkeypatch.setattr(health.Cell, "numpy", counting_numpy)
+    w = tf.Variable(1.0, name="w")
+
+    def make_step():
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = (w * x - 1.0) ** 2
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+        return step
+
+    steps = [make_step() for _ in range(4)]
+    with watch(signals={"dead-parameter", "loss-stall"}) as s:
+        for step in steps:
+            step(tf.constant(1.0))
+        active = steps[-1]
+        for _ in range(120):
+            active(tf.constant(1.0))
+        probes = list(s.health.probes)
+        during = {p.pid: reads.get(id(p.status), 0) for p in probes}
+        report = s.report()
+    assert len(probes) == 4
+    *idle, busy = probes
+    assert during[busy.pid] >= 10, during  # read every few steps: the loss series
+    assert all(during[p.pid] <= 1 for p in idle), during  # once after their only call, at most
+    assert all(reads[id(p.status)] == during[p.pid] + 1 for p in probes)  # the final read: every probe
+    assert busy.calls == 121 and [p.calls for p in idle] == [1, 1, 1]
+    assert report is not None
+
+
 def _label_layout(loss_of, steps=3, probes=None):
     """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
     whose loss is ``loss_of(y, pred)`` (its probe appended to ``probes`` when given)."""

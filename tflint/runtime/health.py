@@ -50,6 +50,7 @@ READ_INTERVAL_S = 0.1
 COND_MIN_ELEMENTS = 1 << 18
 LARGE_SAMPLE_EVERY = 32
 MAX_PROBES_READ = 8
+STALE_READ_S = 1.0
 MAX_PROBES = 256
 MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
@@ -141,6 +142,12 @@ class Probe:
         # replica): each replica's loss is its share of the global batch's, so their sum is the loss
         self.replica_group: Any = None
         self.sample_every = 1  # a large model: gradients checked every LARGE_SAMPLE_EVERY steps
+        # the tf.function whose call traced the probe (a weakref; None: not traced by a call), its
+        # eager calls when the probe was last read, and when: a probe whose function has not run
+        # since is not read again for up to STALE_READ_S (each read is an eager op and a host copy)
+        self.fn: Any = None
+        self.read_calls: int | None = None
+        self.read_t = 0.0
 
     @property
     def sampled_gradients(self) -> bool:
@@ -245,7 +252,7 @@ class HealthMonitor(Hook):
             return NEVER, self._last_read + READ_INTERVAL_S
         self._sample_step = step
         self._last_read = now
-        self._read_probes(self.probes[-MAX_PROBES_READ:])
+        self._read_probes(self.probes[-MAX_PROBES_READ:], now=now)
         d = self.sig("dead-parameter")
         if d is not None:
             try:
@@ -385,6 +392,9 @@ class HealthMonitor(Hook):
                  if g is not None and _is_float_tensor(getattr(g, "values", g))]
         gvals = [getattr(g, "values", g) for _, g in pairs]
         probe = Probe(len(self.probes), user_site_tf_stack(), [var_name(s) for s, _ in pairs], [id(s) for s, _ in pairs])
+        calling = getattr(self.session.steps, "_calling", None)
+        if calling is not None and _weakrefable(calling):
+            probe.fn = weakref.ref(calling)
         nv = len(gvals)
         graph = ops.get_default_graph()
         order = ancestor_ops(targets + gvals, graph)  # what the loss and the gradients depend on
@@ -511,13 +521,24 @@ class HealthMonitor(Hook):
             ls.fail(exc, "finding the labels")
             return None
 
-    def _read_probes(self, probes: list[Probe], final: bool = False) -> None:
-        """One read of each probe's state vector; the series get the means since the last read."""
-        steps = self.session.steps.count if self.session.steps is not None else 0
+    def _read_probes(self, probes: list[Probe], final: bool = False, now: float | None = None) -> None:
+        """One read of each probe's state vector; the series get the means since the last read.
+        Before the final read, a probe whose tf.function has not been called since its last read
+        is skipped (for up to ``STALE_READ_S``): a run that traced many steps reads only those
+        that run."""
+        tracker = self.session.steps
+        steps = tracker.count if tracker is not None else 0
+        calls = getattr(tracker, "fn_calls", None) if not final else None
         replica_losses: dict[Any, list[float]] = {}  # the replicas of one step: their losses add up
         for p in probes:
             if p.status is None:
                 continue
+            if calls is not None and p.fn is not None and now is not None:
+                fn = p.fn()
+                n = calls.get(id(fn)) if fn is not None else None
+                if n is not None and n == p.read_calls and now - p.read_t < STALE_READ_S:
+                    continue
+                p.read_calls, p.read_t = n, now
             try:
                 st = p.status.numpy()
             except Exception:  # noqa: BLE001 - e.g. the runtime is shutting down

@@ -145,6 +145,9 @@ class StepTracker(Hook):
         self._wait_mark = 0.0
         self._eager_loop: Source | None = None  # the eager optimizer loop being run
         self._calling: Any = None  # the tf.function called eagerly right now (any thread)
+        # eager calls of each tf.function (by id): what the training-health probes traced in it
+        # need reading for (see HealthMonitor._read_probes)
+        self.fn_calls: dict[int, int] = {}
         self._tls = ThreadFlags()
         self._train_ticks_since_keras = 0
         self._loop_steps = 0
@@ -381,6 +384,14 @@ class StepTracker(Hook):
             names.append(name)
 
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
+        calls = self.fn_calls
+        key = id(fn)
+        n = calls.get(key)
+        if n is None:
+            if len(calls) >= MAX_FN_KEYS:
+                calls.clear()
+            n = 0
+        calls[key] = n + 1
         if fn is self._fast_fn:
             if self._fast_loop:
                 self._train_ticks_since_keras += 1
