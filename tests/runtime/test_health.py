@@ -384,9 +384,8 @@ def test_probes_of_functions_that_do_not_run_are_not_read_again(monkeypatch):
     assert report is not None
 
 
-def _label_layout(loss_of, steps=3, probes=None):
-    """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
-    whose loss is ``loss_of(y, pred)`` (its probe appended to ``probes`` when given)."""
+def _keras_step(loss_of):
+    """A tf.function training step of a one-unit Dense model whose loss is ``loss_of(y, pred)``."""
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     opt = keras.optimizers.SGD(0.01)
 
@@ -398,6 +397,13 @@ def _label_layout(loss_of, steps=3, probes=None):
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    return step
+
+
+def _label_layout(loss_of, steps=3, probes=None):
+    """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
+    whose loss is ``loss_of(y, pred)`` (its probe appended to ``probes`` when given)."""
+    step = _keras_step(loss_of)
     x = tf.ones([8, 3])
     with watch() as s:
         for i in range(steps):
@@ -432,18 +438,7 @@ def test_labels_that_are_a_tracked_input_cost_four_ops_and_locate_a_nan_label():
     so the range says when they stop being finite, and a NaN label is blamed on the input data at
     the step it came in."""
     assert np.isnan(tf.reduce_min([1.0, np.nan, 2.0]).numpy()) and np.isnan(tf.reduce_max([np.nan, 1.0]).numpy())
-    mse = keras.losses.MeanSquaredError()
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    opt = keras.optimizers.SGD(0.01)
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = mse(y, model(x))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
+    step = _keras_step(keras.losses.MeanSquaredError())
     x, good = tf.ones([8, 3]), tf.fill([8, 1], 2.0)
     bad = tf.tensor_scatter_nd_update(good, [[5, 0]], [np.nan])
     with watch() as s:

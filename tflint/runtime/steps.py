@@ -384,14 +384,10 @@ class StepTracker(Hook):
             names.append(name)
 
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
-        calls = self.fn_calls
-        key = id(fn)
-        n = calls.get(key)
-        if n is None:
-            if len(calls) >= MAX_FN_KEYS:
-                calls.clear()
-            n = 0
-        calls[key] = n + 1
+        calls, key = self.fn_calls, id(fn)
+        if len(calls) >= MAX_FN_KEYS and key not in calls:
+            calls.clear()
+        calls[key] = calls.get(key, 0) + 1
         if fn is self._fast_fn:
             if self._fast_loop:
                 self._train_ticks_since_keras += 1
