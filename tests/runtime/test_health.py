@@ -354,6 +354,7 @@ def test_probes_of_functions_that_do_not_run_are_not_read_again(monkeypatch):
         return plain_numpy(cell)
 
     monkeypatch.setattr(health.Cell, "numpy", counting_numpy)
+    monkeypatch.setattr(health, "STALE_READ_S", 1e9)  # a slow machine: no read for staleness alone
     w = tf.Variable(1.0, name="w")
 
     def make_step():
