@@ -63,3 +63,33 @@ def test_store_shared_series_by_name():
     store = Store()
     assert store.series("x") is store.series("x")
     assert store.series("x") is not store.series("y")
+
+
+def test_a_series_costs_sixteen_bytes_a_point():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        s = Series(512)
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(500):
+            s.add(i * 1000, i * 0.5)  # steps past the small-int cache, as in a long run
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(s) == 500
+    # two arrays of C doubles (with the arrays' over-allocation); a list of (x, y) tuples of
+    # Python numbers costs 56 B for the tuple, 24-32 B for each number and 8 B for the slot
+    assert grown < 500 * 20, grown
+
+
+def test_a_non_finite_last_point_is_reported_once():
+    s = Series(8)
+    s.add(1, 1.0)
+    s.add(2, float("nan"))
+    pts = s.downsample()
+    assert len(pts) == 2 and pts[0] == [1, 1] and pts[1][0] == 2 and pts[1][1] != pts[1][1]
+    for i in range(3, 12):  # past the cap: the stride doubles, the last offered point is kept
+        s.add(i, float(i))
+    pts = s.downsample()
+    assert pts[-1] == [11, 11] and [p[0] for p in pts].count(11) == 1

@@ -9,6 +9,7 @@ same memory as a minute-long one.
 from __future__ import annotations
 
 import threading
+from array import array
 from typing import Any, Callable
 
 MAX_KEYS = 256
@@ -16,15 +17,20 @@ MAX_EXAMPLES = 20
 
 
 class Series:
-    """Downsampled series of ``(x, y)`` points: at most ``cap`` points, uniformly spread."""
+    """Downsampled series of ``(x, y)`` points: at most ``cap`` points, uniformly spread.
 
-    __slots__ = ("cap", "stride", "_n", "points", "_lock", "last")
+    Points are kept as C doubles (16 bytes a point, where a list of ``(x, y)`` tuples of Python
+    numbers costs about 100): a profiler holds dozens of these series for a whole run.
+    """
+
+    __slots__ = ("cap", "stride", "_n", "_xs", "_ys", "_lock", "last")
 
     def __init__(self, cap: int = 400) -> None:
         self.cap = max(4, int(cap))
         self.stride = 1
         self._n = 0
-        self.points: list[tuple[float, float]] = []
+        self._xs = array("d")
+        self._ys = array("d")
         self._lock = threading.Lock()
         self.last: tuple[float, float] | None = None
 
@@ -34,15 +40,24 @@ class Series:
         self._n = n + 1
         if n % self.stride:
             return
-        pts = self.points
-        pts.append((x, y))  # atomic; readers copy the list, so only the halving takes the lock
-        if len(pts) >= self.cap:
+        # y first: a reader that copies between the two appends sees one x too few, never a
+        # y without its x (it keeps the shorter length); only the halving takes the lock
+        self._ys.append(y)
+        self._xs.append(x)
+        if len(self._xs) >= self.cap:
             with self._lock:
-                self.points = self.points[::2]
+                self._xs, self._ys = self._xs[::2], self._ys[::2]
                 self.stride *= 2
 
     def __len__(self) -> int:
-        return len(self.points)
+        return len(self._xs)
+
+    @property
+    def points(self) -> list[tuple[float, float]]:
+        """A copy of the kept points."""
+        with self._lock:
+            xs, ys = self._xs.tolist(), self._ys.tolist()
+        return list(zip(xs, ys))
 
     @property
     def count(self) -> int:
@@ -51,9 +66,10 @@ class Series:
 
     def downsample(self, max_points: int = 200) -> list[list[float]]:
         with self._lock:
-            pts = list(self.points)
-        if self.last is not None and (not pts or pts[-1] != self.last):
-            pts.append(self.last)
+            xs, ys, stride, n, last = self._xs.tolist(), self._ys.tolist(), self.stride, self._n, self.last
+        pts = list(zip(xs, ys))
+        if last is not None and (len(pts) - 1) * stride != n - 1:  # kept points are every stride-th
+            pts.append(last)
         if len(pts) > max_points:
             step = len(pts) / max_points
             pts = [pts[int(i * step)] for i in range(max_points - 1)] + [pts[-1]]
