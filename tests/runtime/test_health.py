@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import time
 
 import numpy as np
 import pytest
@@ -487,3 +488,62 @@ def test_sampled_gradients_of_a_large_model_still_find_the_backward_origin(monke
     d = sig.details
     assert d["origin_step"] == 31 and d["step"] >= 31, d
     assert d["op"] == "SqrtGrad" and d["forward_op"] == "Sqrt"
+
+
+def test_timed_reads_of_health_and_input_share_one_clock_tick(monkeypatch):
+    """After the dense first steps, the training-health probes and the input hook's in-graph
+    totals are read on one clock grid, in the same per-step call: Python wakes up (cold, right
+    after a step) once per tick, not once for each hook at a time of its own."""
+    from tflint.runtime import health, input as input_hook
+    from tflint.runtime.hookbase import next_tick
+
+    interval = 0.05
+    monkeypatch.setattr(health, "DENSE_READ_STEPS", 0)
+    monkeypatch.setattr(health, "READ_INTERVAL_S", interval)
+    monkeypatch.setattr(input_hook, "READ_INTERVAL_S", interval)
+    for now in (0.0, 0.01, 0.024, 0.025, 0.026, 1.2345):  # half an interval to one and a half later
+        tick = next_tick(now, interval)
+        assert interval / 2 < tick - now <= 1.5 * interval and abs(tick / interval - round(tick / interval)) < 1e-9
+    w = tf.Variable(tf.ones([4, 1]))
+    ds = tf.data.Dataset.from_tensor_slices(tf.ones([64, 4])).batch(8).repeat()
+
+    @tf.function
+    def train(it):
+        x = next(it)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(x @ w) * 1e-3
+        w.assign_sub(1e-3 * tape.gradient(loss, w))
+        return loss
+
+    calls: list[list[str]] = []
+    with watch(signals={"input-stall", "loss-stall"}) as s:
+        plain_on_step, plain_read = s._on_step, s.health._read_probes
+        plain_totals = s.input._graph_totals
+
+        def on_step(step, now):
+            calls.append([])
+            plain_on_step(step, now)
+
+        def read_probes(probes, final=False, now=None):
+            if calls and not final:
+                calls[-1].append("health")
+            plain_read(probes, final=final, now=now)
+
+        def graph_totals(force=False):
+            if calls and force:
+                calls[-1].append("input")
+            return plain_totals(force)
+
+        monkeypatch.setattr(s, "_on_step", on_step)
+        monkeypatch.setattr(s.health, "_read_probes", read_probes)
+        monkeypatch.setattr(s.input, "_graph_totals", graph_totals)
+        it = iter(ds)
+        t_end = time.perf_counter() + 1.0
+        while time.perf_counter() < t_end:
+            train(it)
+            time.sleep(0.002)
+    health_calls = [c for c in calls if "health" in c]
+    assert len(health_calls) >= 8, calls  # ~1 s of steps, a tick every ~0.05 s
+    # every timed health read came with a read of the input totals in the same call (the
+    # first ticks may differ: the input window opens at step 2)
+    assert sum("input" in c for c in health_calls[2:]) == len(health_calls) - 2, health_calls

@@ -12,6 +12,7 @@ A hook patches a few TensorFlow/Keras attributes (class methods, module lists). 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -186,6 +187,13 @@ def runtime_initialized() -> bool:
 # what a per-step handler returns for "not at any step" / "not at any time" (see
 # ProfileSession._on_step: each handler says at which step or time it is next due)
 NEVER = float("inf")
+
+
+def next_tick(now: float, interval: float) -> float:
+    """The next point of a clock grid of ``interval`` at least half an interval after ``now``.
+    Handlers that are due on the same grid run in the same per-step call, one after the
+    other, instead of each waking Python (cold, right after a step) at a time of its own."""
+    return (math.floor(now / interval + 0.5) + 1) * interval
 
 
 class ThreadFlags(threading.local):

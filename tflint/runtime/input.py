@@ -46,12 +46,14 @@ import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import NEVER, Hook, ThreadFlags, is_library_file, runtime_initialized, user_frame
+from tflint.runtime.hookbase import NEVER, Hook, ThreadFlags, is_library_file, next_tick, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
 MODERATE = 0.05
-READ_INTERVAL_S = 0.1  # a read right after a step costs ~150-230 µs (cold caches), ~7 µs in a tight loop
+# a read right after a step costs ~150-280 µs (cold caches), ~7 µs in a tight loop; windows close
+# on a clock grid of this interval, shared with the training-health reads
+READ_INTERVAL_S = 0.2
 FRESH_READ_S = 0.005  # a read of the in-graph totals this recent is used as it is
 WINDOW_STEPS = 8  # eager fetches only: a window is also closed after this many steps
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
@@ -298,6 +300,7 @@ class InputHook(Hook):
         self._last_dataset: Any = None
         self._graph_stats = _IterStats()
         self._win_t: float | None = None
+        self._win_due = 0.0
         self._win_wait = 0.0
         self._win_step = 0
         self._first: tuple[float, float] | None = None  # (t, total wait) at the first step tick
@@ -687,18 +690,21 @@ class InputHook(Hook):
         self._win_t = None
 
     def on_step(self, step: int, now: float) -> tuple[float, float] | None:
-        """Close the input-wait window once it spans ``READ_INTERVAL_S`` (or, when only eager
-        fetches are timed, ``WINDOW_STEPS`` steps); returns when the next window is due."""
+        """Close the input-wait window at the next tick of the ``READ_INTERVAL_S`` clock grid
+        (or, when only eager fetches are timed, after ``WINDOW_STEPS`` steps); returns when the
+        next window is due."""
         if step < 2:
             return None  # the first step includes tracing: measure from the end of it
         if self._win_t is None:
             self._win_t = now
+            self._win_due = next_tick(now, READ_INTERVAL_S)
             self._win_step = step
-            self._win_wait = self.total_wait(force=True)
+            # the read the step tracker just made at the loop's transition serves, if there was one
+            self._win_wait = self.wait_now(max_age=FRESH_READ_S)
             if self._first is None:
                 self._first = (now, self._win_wait)
             return self._due()
-        if now - self._win_t < READ_INTERVAL_S and (self._graph_probes or step - self._win_step < WINDOW_STEPS):
+        if now < self._win_due and (self._graph_probes or step - self._win_step < WINDOW_STEPS):
             return self._due()
         # one read of the in-graph totals serves the window and the step tracker: the window
         # closes at the step count that read them (see READ_INTERVAL_S), or reads them itself
@@ -708,10 +714,11 @@ class InputHook(Hook):
             self.series.add(step, max(0.0, min(1.0, (w - self._win_wait) / span)))
             self._last = (now, w)
         self._win_t, self._win_step, self._win_wait = now, step, w
+        self._win_due = next_tick(now, READ_INTERVAL_S)
         return self._due()
 
     def _due(self) -> tuple[float, float]:
-        t = self._win_t + READ_INTERVAL_S
+        t = self._win_due
         return (NEVER if self._graph_probes else self._win_step + WINDOW_STEPS), t
 
     # ---------------------------------------------------------------------------------

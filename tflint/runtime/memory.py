@@ -1,7 +1,8 @@
 """Memory sampling (host RSS, TensorFlow allocator stats) and the robust growth trend.
 
-Samples are taken on step ticks, every ``EVERY_N_STEPS``-th step or sooner once ``MIN_INTERVAL_S``
-has passed since the last (so slow steps are each sampled, and ~5 ms steps every tenth): host RSS from
+Samples are taken on step ticks, every ``EVERY_N_STEPS``-th step or sooner at the next point of a
+``MIN_INTERVAL_S`` clock grid (so slow steps are each sampled, and ~5 ms steps every tenth; the grid
+is shared with the other hooks' reads): host RSS from
 ``/proc/self/statm`` read through a file descriptor kept open (about 7 µs; reopening it each time
 costs ~15x more), falling back to ``resource.getrusage`` peak RSS elsewhere; and
 ``tf.config.experimental.get_memory_info`` for ``CPU:0`` (works with oneDNN, counts allocations
@@ -22,7 +23,7 @@ import time
 from typing import Any
 
 from tflint.profiler import stats as _stats
-from tflint.runtime.hookbase import NEVER, Hook
+from tflint.runtime.hookbase import NEVER, Hook, next_tick
 
 KIND = "memory-growth"
 MIN_INTERVAL_S = 0.05  # a sample (and the call of every per-step handler) costs ~20-90 µs in place
@@ -45,6 +46,7 @@ class MemorySampler(Hook):
         self._fd: int | None = None
         self._page = 4096
         self._last = 0.0
+        self._next_t = 0.0
         self._last_step = 0
         self._tf_devices: list[str] = []
         self._get_memory_info: Any = None
@@ -137,8 +139,8 @@ class MemorySampler(Hook):
         now = time.perf_counter() if now is None else now
         if not self.active and not force:
             return NEVER, NEVER
-        if not force and now - self._last < MIN_INTERVAL_S and 0 <= step - self._last_step < EVERY_N_STEPS:
-            return self._last_step + EVERY_N_STEPS, self._last + MIN_INTERVAL_S
+        if not force and now < self._next_t and 0 <= step - self._last_step < EVERY_N_STEPS:
+            return self._last_step + EVERY_N_STEPS, self._next_t
         self._last_step = step
         self._last = now
         if self._tf_pending:
@@ -156,7 +158,8 @@ class MemorySampler(Hook):
                     self.tf_mem[d].add(step, gmi(d)["current"])
                 except Exception:  # noqa: BLE001
                     pass
-        return step + EVERY_N_STEPS, now + MIN_INTERVAL_S
+        self._next_t = next_tick(now, MIN_INTERVAL_S)  # the read clock's grid is a multiple of this one
+        return step + EVERY_N_STEPS, self._next_t
 
     def tf_memory_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -330,8 +330,10 @@ class StepTracker(Hook):
             self._last_step_time = dt
             if self.containers is not None and _sample_containers(src.n):
                 self.containers.sample(frame, n)
-            if n >= sess._due_step or t1 >= sess._due_t:
-                sess._on_step(n, t1)
+        # one call of the due handlers for the whole batch, at its last step: they read and
+        # sample at most once per batch anyway, and each call runs with cold caches
+        if self._count >= sess._due_step or t1 >= sess._due_t:
+            sess._on_step(self._count, t1)
 
     def reset_timing(self) -> None:
         """Forget the last tick times (after the hooks were off) so no interval spans the gap."""

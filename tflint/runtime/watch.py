@@ -192,6 +192,8 @@ class ProfileSession:
             self.steps.reset_timing()
         if self.input is not None:
             self.input.reset_window()
+        if self.health is not None:
+            self.health.defer_read(time.perf_counter())
         self.reschedule()
 
     def _uninstall_all(self) -> None:
