@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -73,6 +74,21 @@ def quantile(xs: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median_ci(xs: list[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median (95% for ``z`` = 1.96): the order
+    statistics at ranks n/2 -/+ z*sqrt(n)/2, from the binomial law of how many values fall
+    below the true median. The verdict uses the median; the interval says whether the run
+    could tell it from the target."""
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return float("nan"), float("nan")
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)) - 1)
+    return s[lo], s[max(lo, hi)]
 
 
 # ------------------------------------------------------------------------------ workloads
@@ -283,6 +299,7 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
         "ratio_median": statistics.median(ratios),
         "ratio_q25": quantile(ratios, 0.25),
         "ratio_q75": quantile(ratios, 0.75),
+        "ratio_ci95": list(median_ci(ratios)),
         # the same from each block's median step (robust to the machine pre-empting a step)
         "stepwise_ratio_median": statistics.median(step_ratios),
         "stepwise_ratio_q25": quantile(step_ratios, 0.25),
@@ -487,11 +504,13 @@ def main(argv: list[str] | None = None) -> int:
                 if args.pairs > 0:
                     r.update(paired(wl, session, args.pairs, steps, control=args.control))
                     r["meets_target"] = r["ratio_median"] <= target
+                    lo, hi = r["ratio_ci95"]
+                    noise = " (target inside the median's 95% CI)" if lo <= target <= hi else ""
                     print(f"{kind:8} {ms:>3}ms {shape:>9} {r['step_s_off'] * 1e3:>8.3f}ms "
                           f"{r['step_s_on'] * 1e3:>8.3f}ms {r['ratio_median']:>7.3f} "
                           f"{r['ratio_q25']:>7.3f}-{r['ratio_q75']:<7.3f} {r['stepwise_ratio_median']:>8.3f} "
                           f"{target:>7.2f}  "
-                          f"{'ok' if r['meets_target'] else 'OVER'}", flush=True)
+                          f"{'ok' if r['meets_target'] else 'OVER'}{noise}; median CI {lo:.3f}-{hi:.3f}", flush=True)
                 else:
                     print(f"{kind:8} {ms:>3}ms {shape:>9} (no paired blocks: --pairs 0)", flush=True)
                 if args.probe_calls and not args.control:

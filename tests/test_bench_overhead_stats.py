@@ -1,0 +1,31 @@
+"""The overhead bench's confidence interval of the median ratio covers the true median."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("tflint_bench_overhead", ROOT / "bench" / "profile_overhead.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time():
+    median_ci = _bench().median_ci
+    rng = random.Random(7)
+    for n in (40, 300):
+        runs = 1000
+        # skewed noise, like block ratios: the true median of a lognormal(0, s) is exactly 1
+        hits = sum(lo <= 1.0 <= hi for lo, hi in
+                   (median_ci([rng.lognormvariate(0, 0.06) for _ in range(n)]) for _ in range(runs)))
+        assert 0.92 <= hits / runs <= 0.98, (n, hits)
+    assert median_ci([]) != median_ci([])  # NaNs: no data, no interval
+    assert median_ci([1.5]) == (1.5, 1.5)
+    lo, hi = median_ci([float(i) for i in range(300)])
+    assert lo < 149.5 < hi and hi - lo < 40
