@@ -304,7 +304,6 @@ class InputHook(Hook):
         self._win_wait = 0.0
         self._win_step = 0
         self._first: tuple[float, float] | None = None  # (t, total wait) at the first step tick
-        self._last: tuple[float, float] | None = None
         self._last_read_t = 0.0
         self._read_op: Any = None  # gen_resource_variable_ops.read_variable_op, once installed
         self.series = self.store.series("input_wait_share", 400)
@@ -653,9 +652,6 @@ class InputHook(Hook):
             pass
         return self._acc_read
 
-    def total_wait(self, force: bool = False) -> float:
-        return self.eager_wait + self._graph_totals(force)[0]
-
     def wait_now(self, force: bool = False, max_age: float = READ_INTERVAL_S) -> float:
         """All input wait so far: eager fetches exactly, in-graph fetches as last read (read
         again when ``force`` or when the last read is ``max_age`` old)."""
@@ -712,7 +708,6 @@ class InputHook(Hook):
         span = now - self._win_t
         if span > 0:
             self.series.add(step, max(0.0, min(1.0, (w - self._win_wait) / span)))
-            self._last = (now, w)
         self._win_t, self._win_step, self._win_wait = now, step, w
         self._win_due = next_tick(now, READ_INTERVAL_S)
         return self._due()

@@ -45,7 +45,6 @@ class MemorySampler(Hook):
         super().__init__(session)
         self._fd: int | None = None
         self._page = 4096
-        self._last = 0.0
         self._next_t = 0.0
         self._last_step = 0
         self._tf_devices: list[str] = []
@@ -142,7 +141,6 @@ class MemorySampler(Hook):
         if not force and now < self._next_t and 0 <= step - self._last_step < EVERY_N_STEPS:
             return self._last_step + EVERY_N_STEPS, self._next_t
         self._last_step = step
-        self._last = now
         if self._tf_pending:
             self._probe_tf_memory()
         self.samples += 1
