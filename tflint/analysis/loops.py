@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tflint.analysis.astutil import walk_own as walk_body
+from tflint.analysis.values import is_number_literal, number_constant
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
@@ -102,7 +103,6 @@ class LoopFacts:
 
     @cached_property
     def _training(self) -> dict[LoopNode, bool]:
-        traced = self.a.traced
         result: dict[LoopNode, bool] = {}
         for loop in self.loops:
             is_training = False
@@ -194,10 +194,10 @@ class LoopFacts:
                 isinstance(node, ast.AugAssign)
                 and isinstance(node.target, ast.Name)
                 and isinstance(node.op, (ast.Add, ast.Sub))
-                and _is_number(node.value)
+                and is_number_literal(node.value)
             ):
                 values = traced.bindings(node.target.id, scope)
-                if values and all(_is_number(v) for v in values):
+                if values and all(is_number_literal(v) for v in values):
                     out.setdefault(node.target.id, f"counter incremented on line {node.lineno}")
         # names computed from those by plain arithmetic: `lr = base_lr * 0.5 ** epoch`
         assigns = [
@@ -217,7 +217,7 @@ class LoopFacts:
 
     def _scalar_targets(self, target: ast.AST, it: ast.AST):
         if not isinstance(it, ast.Call):
-            if isinstance(it, (ast.List, ast.Tuple)) and it.elts and all(_is_number(e) for e in it.elts):
+            if isinstance(it, (ast.List, ast.Tuple)) and it.elts and all(is_number_literal(e) for e in it.elts):
                 if isinstance(target, ast.Name):
                     yield target.id, f"loop value from the list on line {it.lineno}"
             return
@@ -310,20 +310,18 @@ def _leaves_first_time(body: list[ast.stmt]) -> bool:
 _RUN_WORDS = ("epoch", "ep", "fold", "ckpt", "checkpoint", "trial", "seed", "round", "repeat", "run", "config")
 
 
-def _is_number(node: ast.AST) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _scalar_expr(expr: ast.AST, scalars: dict[str, str], a: "Analysis") -> bool:
-    """Arithmetic on numbers and the names in ``scalars`` that uses at least one of those names."""
+    """Arithmetic on numbers, number constants (``LIMIT = 1250``) and the names in ``scalars``
+    that uses at least one of those names."""
     used = False
     for n in ast.walk(expr):
         if isinstance(n, ast.Name):
             if n.id in scalars:
                 used = True
-            elif not (n.id in ("int", "float", "round", "abs", "min", "max") and a.qualname(n) is None):
+            elif not ((n.id in ("int", "float", "round", "abs", "min", "max") and a.qualname(n) is None)
+                      or number_constant(a, n)):
                 return False
         elif isinstance(n, ast.Call):
             if not isinstance(n.func, ast.Name):

@@ -5,6 +5,7 @@ Built on the scope facts of :mod:`tflint.analysis.traced` (``defining_scope``, `
 
 - :func:`origins` — the expressions a name or ``self.attr`` may hold where it is read;
 - :func:`is_plain_python` — a number, string, bool, ``None`` or arithmetic on them;
+- :func:`number_constant` — a name bound only to number literals (``LIMIT = 1250``);
 - :func:`rebinding_sites` — where a module global or a ``self`` attribute is rebound, and
   whether each site runs eagerly (outside traced code).
 """
@@ -66,6 +67,27 @@ def _assignments(node: ast.AST):
         yield node.target, node
     elif isinstance(node, ast.AnnAssign) and node.value is not None:
         yield node.target, node.value
+
+
+def number_constant(a: "Analysis", name: ast.Name) -> bool:
+    """``name`` holds a Python number where it is read: every binding of it in its defining
+    scope is an int or float literal (``LIMIT = 1250``), and it is bound no other way there (no
+    loop target, counter, parameter or import) nor declared ``global`` by any function."""
+    values = origins(a, name)
+    if not values or not all(is_number_literal(v) for v in values):
+        return False
+    scope = a.traced.defining_scope(name.id, name)
+    if scope is None or _store_count(scope, name.id) != len(values) or name.id in _params(scope):
+        return False
+    if isinstance(scope, ast.Module):
+        return not any(name.id in g.names for g in a.nodes(ast.Global))
+    return True
+
+
+def is_number_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def global_rebinding_sites(a: "Analysis") -> dict[str, list[tuple[ast.AST, ast.AST]]]:

@@ -66,8 +66,9 @@ class PythonScalarArgumentRetraces(Rule):
     )
     what = (
         "Checks for a `tf.function` called inside a Python loop with a Python number that "
-        "changes between calls: the index of `range(...)`/`enumerate(...)`, or a counter "
-        "(`step += 1`). Values wrapped in `tf.constant`/`tf.convert_to_tensor` and functions "
+        "changes between calls: the index of `range(...)`/`enumerate(...)`, a counter "
+        "(`step += 1`), or arithmetic on those and number constants "
+        "(`min(step, WARMUP_STEPS) // 50`). Values wrapped in `tf.constant`/`tf.convert_to_tensor` and functions "
         "with an `input_signature` are fine."
     )
     why = (
@@ -135,6 +136,19 @@ class PythonScalarArgumentRetraces(Rule):
         for i in range(3):
             plain(tf.ones([2]), i)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, phase):
+            return x * phase
+
+        def train(limit):
+            # `limit` may be a tensor: then `phase` is one too
+            for step in range(3000):
+                phase = min(step, limit) // 50 + 1
+                train_step(tf.ones([2]), phase)
+        """,
     ]
     INVALID = [
         """
@@ -173,6 +187,19 @@ class PythonScalarArgumentRetraces(Rule):
                 for x in ds:
                     n += 1
                     self.step_fn(x, n)  # expect: TFL201
+        """,
+        """
+        import tensorflow as tf
+
+        WARMUP_STEPS = 1250
+
+        @tf.function
+        def train_step(x, phase):
+            return x * phase
+
+        for step in range(3000):
+            phase = min(step, WARMUP_STEPS) // 50 + 1
+            train_step(tf.ones([2]), phase)  # expect: TFL201
         """,
     ]
 
