@@ -490,6 +490,36 @@ def test_sampled_gradients_of_a_large_model_still_find_the_backward_origin(monke
     assert d["op"] == "SqrtGrad" and d["forward_op"] == "Sqrt"
 
 
+def test_the_sampled_probe_of_a_large_model_adds_one_cond_and_no_squeeze(monkeypatch):
+    """Above COND_MIN_ELEMENTS the norms are under one cond on the step number; the step read
+    has a static shape, so the cond's predicate needs no Squeeze (an op on every step)."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    ws = [tf.Variable(tf.ones([4, 4]) * 0.1, name=f"w{i}") for i in range(3)]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = x
+            for w in ws:
+                h = tf.nn.relu(h @ w)
+            loss = tf.reduce_mean((h - y) ** 2)
+        grads = tape.gradient(loss, ws)
+        for g, w in zip(grads, ws):
+            w.assign_sub(0.01 * g)
+        return loss
+
+    x, y = tf.ones([2, 4]), tf.zeros([2, 4])
+    with watch() as s:
+        step(x, y)
+        assert s.health.probes[0].sampled_gradients
+        types = [op.type for op in _probe_ops(step, x, y)]
+    assert types.count("StatelessIf") + types.count("If") == 1, types
+    assert "Squeeze" not in types, types
+    assert "L2Loss" not in types  # the norms are inside the cond's branch
+
+
 def test_timed_reads_of_health_and_input_share_one_clock_tick(monkeypatch):
     """After the dense first steps, the training-health probes and the input hook's in-graph
     totals are read on one clock grid, in the same per-step call: Python wakes up (cold, right

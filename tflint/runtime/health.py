@@ -72,12 +72,17 @@ class Cell:
 
         self._rv = rv
         self.dtype = init.dtype
+        self.shape = init.shape
         self.handle = rv.var_handle_op(dtype=init.dtype, shape=init.shape,
                                        shared_name=f"tflint_health_{next(_cell_ids)}")
         rv.assign_variable_op(self.handle, init)
 
     def read(self) -> Any:
-        return self._rv.read_variable_op(self.handle, self.dtype)
+        t = self._rv.read_variable_op(self.handle, self.dtype)
+        # the raw read has no static shape: give it one, or a cond on the step number adds a
+        # Squeeze of its predicate to every step
+        t.set_shape(self.shape)
+        return t
 
     def assign(self, value: Any) -> Any:
         return self._rv.assign_variable_op(self.handle, value)
