@@ -5,8 +5,9 @@ Whole processes on shared machines vary by 20-40% from run to run, so step-time 
 measured inside one process: short blocks of training steps alternate with the hooks on and off
 (``session.set_enabled``), in ABBA order, and the result is the median of the paired block
 ratios (on/off) with its interquartile range. Each block's median step is compared as well
-("stepwise"), which a machine that pre-empts single steps disturbs less. Three workloads, each at about 1 ms and about
-5 ms per step (the model's width is calibrated to the machine):
+("stepwise"), which a machine that pre-empts single steps disturbs less. Three workloads, each at about 1 ms (0.8-1.2 ms)
+and about 5 ms per step (the model's width is calibrated to the machine; graph and ``fit`` to 5-6.25 ms,
+where the training-health target applies to steps >= 5 ms, eager to 4-6 ms):
 
 * ``graph``  -- a custom loop: ``next()`` on a ``tf.data`` iterator + a ``tf.function`` step
   (a hand-written MLP: variables, ``GradientTape``, ``assign_sub``), traced once with the hooks
@@ -30,8 +31,8 @@ empty.py`` takes once TensorFlow is imported (CLI, hooks, report).
 
 Targets (issue 4, the five original signals): step-time overhead <= 2% (graph, fit) / <= 5%
 (eager) at ~5 ms steps, <= 5% / <= 15% at ~1 ms steps; start-up <= 0.5 s beyond TensorFlow's own
-import. With every signal on, training health included (issue 11): graph and fit <= 3% at ~5 ms
-and <= 8% at ~1 ms. The verdict column uses the targets of the signals that are on.
+import. With every signal on, training health included (issue 11): graph and fit <= 3% with steps
+>= 5 ms and <= 8% at ~1 ms. The verdict column uses the targets of the signals that are on.
 
 At ~5 ms the paired ratios of a shared 2-core machine have an IQR of about +-7%: the median of
 100 pairs (the default) is good to about +-1.5%, so judging the 3% target takes a few hundred
@@ -242,29 +243,72 @@ def make(tf: Any, kind: str, width: int, batch: int, session: Any, depth: int = 
     return (GraphLoop if kind == "graph" else EagerLoop)(tf, width, batch, depth, session, twins)
 
 
-def calibrate(tf: Any, kind: str, target_s: float, session: Any) -> tuple[Workload, float]:
-    """A workload whose step takes about ``target_s`` (hooks off), by scaling the width (and,
-    for an eager step that is too slow even when narrow, dropping hidden layers)."""
+def calibration_window(kind: str, nominal_ms: int) -> tuple[float, float]:
+    """The step times a calibrated workload may have, as multiples of the nominal one. The
+    training-health target for graph and ``fit`` loops holds "with steps >= 5 ms" (issue 11), so
+    those rows are calibrated to 5-6.25 ms, not to 4-6 ms: a 4.5 ms step would measure a case the
+    target does not cover (a fixed cost per step weighs 10% more there). Elsewhere: +-20%."""
+    if nominal_ms >= 5 and kind in ("graph", "fit"):
+        return 1.0, 1.25
+    return 0.8, 1.2
+
+
+def calibrate(tf: Any, kind: str, target_s: float, session: Any,
+              window: tuple[float, float] = (0.8, 1.2)) -> tuple[Workload, float]:
+    """A workload whose step takes ``window`` times ``target_s`` (hooks off), by scaling the
+    width (and, for an eager step that is too slow even when narrow, dropping hidden layers)."""
     batch, width, depth = 64, 64, 2
+    lo, hi = window[0] * target_s, window[1] * target_s
+    aim = (lo + hi) / 2
     best: tuple[Workload, float] | None = None
     for _ in range(7):
         wl = make(tf, kind, width, batch, session, depth)
         session.set_enabled(False)
         wl.block(5, False)
         measured = statistics.median(wl.block(10, False) for _ in range(5))
-        if best is None or abs(measured - target_s) < abs(best[1] - target_s):
+        if best is None or abs(measured - aim) < abs(best[1] - aim):
             best = (wl, measured)
-        if abs(measured - target_s) <= 0.2 * target_s:
+        if lo <= measured <= hi:
             break
-        if measured > target_s and width <= 16:
+        if measured > aim and width <= 16:
             if depth == 0 or kind == "fit":
                 break  # the step cannot get any cheaper (eager Python overhead)
             depth -= 1
             continue
-        exponent = 1.0 if measured < 0.5 * target_s else 0.5  # small steps are overhead-bound
-        width = int(min(4096, max(16, width * (target_s / measured) ** exponent)))
+        exponent = 1.0 if measured < 0.5 * aim else 0.5  # small steps are overhead-bound
+        width = int(min(4096, max(16, width * (aim / measured) ** exponent)))
     assert best is not None
     return best
+
+
+def off_step_s(wl: Workload, session: Any, steps: int) -> float:
+    """The workload's step time with the hooks off (on the hooks-off trace of twin 0), in
+    blocks of ``steps`` (a ``fit`` block's first steps are slower than the rest)."""
+    session.set_enabled(False)
+    try:
+        wl.block(5, False)
+        return statistics.median(wl.block(steps, False) for _ in range(5))
+    finally:
+        session.set_enabled(True)
+
+
+def with_twins(tf: Any, kind: str, wl: Workload, target_s: float, window: tuple[float, float], session: Any,
+               twins: int, block_s: float) -> tuple[Workload, float]:
+    """The calibrated shape traced ``twins`` times per arm, re-measured in blocks as long as the
+    paired ones: twins share their weights, so their step can differ from the calibrated
+    model's by several %; out of the window, the width is scaled again (at most twice)."""
+    lo, hi = window[0] * target_s, window[1] * target_s
+    depth = getattr(wl, "depth", 2)
+    width = wl.width
+    for _ in range(3):
+        wl = make(tf, kind, width, wl.batch, session, depth, twins)
+        measured = off_step_s(wl, session, max(10, int(block_s / target_s)))
+        if lo <= measured <= hi:
+            break
+        width = int(min(4096, max(16, width * ((lo + hi) / 2 / measured) ** 0.5)))
+        if width == wl.width:
+            break
+    return wl, measured
 
 
 def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = False) -> dict[str, Any]:
@@ -492,9 +536,10 @@ def main(argv: list[str] | None = None) -> int:
     with watch(signals=args.signals) as session:
         for ms in [int(s) for s in args.steps_ms.split(",") if s]:
             for kind in [w for w in args.workloads.split(",") if w]:
-                wl, measured = calibrate(tf, kind, ms / 1000.0, session)
+                window = calibration_window(kind, ms)
+                wl, measured = calibrate(tf, kind, ms / 1000.0, session, window)
                 if args.twins > 1:  # the calibrated shape, traced ``twins`` times per arm
-                    wl = make(tf, kind, wl.width, wl.batch, session, getattr(wl, "depth", 2), args.twins)
+                    wl, measured = with_twins(tf, kind, wl, ms / 1000.0, window, session, args.twins, args.block_s)
                 steps = max(10, int(args.block_s / max(measured, 1e-4)))
                 target = (TARGETS_ALL_SIGNALS if args.signals is None else TARGETS)[(kind, ms)]
                 r: dict[str, Any] = {"control": args.control, "workload": kind, "nominal_ms": ms, "width": wl.width,

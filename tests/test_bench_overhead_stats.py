@@ -29,3 +29,13 @@ def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time
     assert median_ci([1.5]) == (1.5, 1.5)
     lo, hi = median_ci([float(i) for i in range(300)])
     assert lo < 149.5 < hi and hi - lo < 40
+
+
+def test_the_5ms_graph_and_fit_rows_are_calibrated_to_at_least_5ms():
+    # the training-health target holds "with steps >= 5 ms": a shorter step is not that case
+    window = _bench().calibration_window
+    for kind in ("graph", "fit"):
+        lo, hi = window(kind, 5)
+        assert lo == 1.0 and hi > lo
+        assert window(kind, 1) == (0.8, 1.2)
+    assert window("eager", 5) == (0.8, 1.2)
