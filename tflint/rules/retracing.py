@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from tflint.analysis.values import is_number_literal, number_constant
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
 from tflint.rules.base import Rule, RuleContext
@@ -48,6 +49,19 @@ def _scalar_use(expr: ast.AST, scalars: dict[str, str], ctx: RuleContext) -> str
         and len(expr.args) == 1
     ):
         return _scalar_use(expr.args[0], scalars, ctx)
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in ("min", "max")
+        and ctx.analysis.qualname(expr.func) is None
+        and len(expr.args) >= 2
+        and not expr.keywords
+    ):
+        # min(step, 5): a Python number when every other argument is one too
+        uses = [_scalar_use(a, scalars, ctx) for a in expr.args]
+        if any(uses) and all(u or is_number_literal(a) or (isinstance(a, ast.Name) and number_constant(ctx.analysis, a))
+                             for u, a in zip(uses, expr.args)):
+            return next(u for u in uses if u)
     return None
 
 
@@ -148,6 +162,7 @@ class PythonScalarArgumentRetraces(Rule):
             for step in range(3000):
                 phase = min(step, limit) // 50 + 1
                 train_step(tf.ones([2]), phase)
+                train_step(tf.ones([2]), max(step, limit))
         """,
     ]
     INVALID = [
@@ -200,6 +215,16 @@ class PythonScalarArgumentRetraces(Rule):
         for step in range(3000):
             phase = min(step, WARMUP_STEPS) // 50 + 1
             train_step(tf.ones([2]), phase)  # expect: TFL201
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, phase):
+            return x * phase
+
+        for step in range(3000):
+            train_step(tf.ones([2]), min(step, 5))  # expect: TFL201
         """,
     ]
 
