@@ -310,8 +310,6 @@ def _leaves_first_time(body: list[ast.stmt]) -> bool:
 _RUN_WORDS = ("epoch", "ep", "fold", "ckpt", "checkpoint", "trial", "seed", "round", "repeat", "run", "config")
 
 
-
-
 def _scalar_expr(expr: ast.AST, scalars: dict[str, str], a: "Analysis") -> bool:
     """Arithmetic on numbers, number constants (``LIMIT = 1250``) and the names in ``scalars``
     that uses at least one of those names."""

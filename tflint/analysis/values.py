@@ -85,6 +85,7 @@ def number_constant(a: "Analysis", name: ast.Name) -> bool:
 
 
 def is_number_literal(node: ast.AST) -> bool:
+    """An int or float literal, signed or not (``3``, ``-0.5``); not a bool."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) in (int, float)
