@@ -261,9 +261,8 @@ def _probe_ops(fn, *args):
             and not (op.type == "Placeholder" and op.outputs[0].dtype == tf.resource)]
 
 
-def test_the_probe_adds_a_handful_of_ops_per_step():
-    """Per step the probe costs one reduction per gradient and per tracked tensor plus a fixed
-    few ops (the overhead budget of bench/profile_overhead.py rests on this count)."""
+def _relu_mlp_step():
+    """Three 4x4 ReLU layers and a traced SGD step on them: (variables, step)."""
     ws = [tf.Variable(tf.ones([4, 4]) * 0.1, name=f"w{i}") for i in range(3)]
 
     @tf.function
@@ -278,6 +277,13 @@ def test_the_probe_adds_a_handful_of_ops_per_step():
             w.assign_sub(0.01 * g)
         return loss
 
+    return ws, step
+
+
+def test_the_probe_adds_a_handful_of_ops_per_step():
+    """Per step the probe costs one reduction per gradient and per tracked tensor plus a fixed
+    few ops (the overhead budget of bench/profile_overhead.py rests on this count)."""
+    ws, step = _relu_mlp_step()
     x, y = tf.ones([2, 4]), tf.zeros([2, 4])
     with watch() as s:
         for _ in range(3):
@@ -496,20 +502,7 @@ def test_the_sampled_probe_of_a_large_model_adds_one_cond_and_no_squeeze(monkeyp
     from tflint.runtime import health
 
     monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
-    ws = [tf.Variable(tf.ones([4, 4]) * 0.1, name=f"w{i}") for i in range(3)]
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            h = x
-            for w in ws:
-                h = tf.nn.relu(h @ w)
-            loss = tf.reduce_mean((h - y) ** 2)
-        grads = tape.gradient(loss, ws)
-        for g, w in zip(grads, ws):
-            w.assign_sub(0.01 * g)
-        return loss
-
+    _, step = _relu_mlp_step()
     x, y = tf.ones([2, 4]), tf.zeros([2, 4])
     with watch() as s:
         step(x, y)
