@@ -1,8 +1,9 @@
-"""The overhead bench's confidence interval of the median ratio covers the true median."""
+"""The overhead bench's confidence intervals of the median ratio cover the true median."""
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 from pathlib import Path
 
@@ -29,6 +30,27 @@ def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time
     assert median_ci([1.5]) == (1.5, 1.5)
     lo, hi = median_ci([float(i) for i in range(300)])
     assert lo < 149.5 < hi and hi - lo < 40
+
+
+def test_the_clustered_interval_counts_the_traces_own_spread():
+    # each group is one pair of traces: a speed ratio of its own (sd 2.5%, as measured between
+    # two traces of one step) times block noise; the true median over traces is exactly 1
+    bench = _bench()
+    rng = random.Random(11)
+    runs, hits_clustered, hits_blocks = 200, 0, 0
+    for _ in range(runs):
+        groups = []
+        for _ in range(8):
+            trace = rng.gauss(0, 0.025)
+            groups.append([math.exp(trace + rng.gauss(0, 0.08)) for _ in range(30)])
+        lo, hi = bench.clustered_median_ci(groups, reps=300, seed=rng.randrange(1 << 30))
+        hits_clustered += lo <= 1.0 <= hi
+        lo, hi = bench.median_ci([x for g in groups for x in g])
+        hits_blocks += lo <= 1.0 <= hi
+    assert 0.88 <= hits_clustered / runs <= 0.99, hits_clustered
+    assert hits_blocks / runs < 0.85, hits_blocks  # block noise alone: far too narrow here
+    assert all(math.isnan(x) for x in bench.clustered_median_ci([]))  # no data, no interval
+    assert bench.clustered_median_ci([[1.5], [1.5]]) == (1.5, 1.5)
 
 
 def test_the_5ms_graph_and_fit_rows_are_calibrated_to_at_least_5ms():
