@@ -364,15 +364,17 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
         step_ratios.append(med[True] / med[False])
         on_times.append(got[True])
         off_times.append(got[False])
-        ratios.append(got[True] / got[False])
-        by_twin.setdefault(twin, []).append(got[True] / got[False])
+        ratio = got[True] / got[False]
+        ratios.append(ratio)
+        by_twin.setdefault(twin, []).append(ratio)
     session.set_enabled(True)
+    groups = [by_twin[k] for k in sorted(by_twin)]  # one per pair of traces
     return {
         "ratio_median": statistics.median(ratios),
         "ratio_q25": quantile(ratios, 0.25),
         "ratio_q75": quantile(ratios, 0.75),
         # the verdict's interval: blocks' noise and the traces' own spread (see clustered_median_ci)
-        "ratio_ci95": list(clustered_median_ci([by_twin[k] for k in sorted(by_twin)])),
+        "ratio_ci95": list(clustered_median_ci(groups)),
         "ratio_ci95_blocks": list(median_ci(ratios)),  # the blocks' noise only
         # the same from each block's median step (robust to the machine pre-empting a step)
         "stepwise_ratio_median": statistics.median(step_ratios),
@@ -383,7 +385,7 @@ def paired(wl: Workload, session: Any, pairs: int, steps: int, control: bool = F
         "pairs": pairs,
         "block_steps": steps,
         "twins": wl.twins,
-        "twin_ratio_medians": [statistics.median(by_twin[k]) for k in sorted(by_twin)],
+        "twin_ratio_medians": [statistics.median(g) for g in groups],
     }
 
 
