@@ -373,6 +373,59 @@ def test_505_factory_model_later_used_in_scope_is_reported():
     assert findings(src, "TFL505") == [(5, "TFL505"), (6, "TFL505")]
 
 
+REBOUND_NAME = """
+import tensorflow as tf
+import keras
+
+def evaluate_model(model):
+    model.fit(x_train, y_train, epochs=2)
+
+model = keras.Sequential([keras.layers.Dense(1)])        # trained without the strategy
+model.compile(optimizer="adam", loss="mse", metrics=[keras.metrics.MeanAbsoluteError()])
+evaluate_model(model)
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = keras.Sequential([keras.layers.Dense(1)])    # the name now holds another model
+    model.compile(optimizer="adam", loss="mse")
+    evaluate_model(model)
+
+for model in [keras.Sequential([keras.layers.Dense(1)])]:  # after the scope, without it
+    model.compile(optimizer="adam", loss="mse", metrics=[keras.metrics.MeanAbsoluteError()])
+    model.fit(x_train, y_train)
+"""
+
+
+def test_505_name_rebound_inside_the_scope_does_not_carry_the_earlier_object():
+    a = analyse(REBOUND_NAME)
+    early = [n for n in ast.walk(a.tree) if isinstance(n, ast.Call) and n.lineno in (8, 9)
+             and a.call_name(n) and a.call_name(n).endswith(("Sequential", "MeanAbsoluteError"))]
+    assert len(early) == 2 and not any(a.strategies.used_with_strategy(c) for c in early)
+    assert findings(REBOUND_NAME, "TFL505") == []
+
+
+STRATEGY_LINE = "strategy = tf.distribute.MirroredStrategy()\n"
+
+
+@pytest.mark.parametrize(
+    "use, at_end, lines",
+    [
+        # read in a scope before the name is rebound: the early model is used with the strategy
+        ("with strategy.scope():\n    model.fit(x_train, y_train)\n", False, {8, 9}),
+        # a loop around both: the binding reaches the read of the next iteration
+        ("for _ in range(2):\n    with strategy.scope():\n        m2.fit(x_train)\n    m2 = keras.Sequential([])\n",
+         True, {24}),
+        # a function reads the module name when it is called, whatever the order of the lines
+        ("def train():\n    with strategy.scope():\n        late.fit(x_train)\nlate = keras.Sequential([])\ntrain()\n",
+         True, {24}),
+    ],
+)
+def test_505_reads_that_the_binding_reaches_are_still_reported(use, at_end, lines):
+    src = textwrap.dedent(REBOUND_NAME)
+    src = src + use if at_end else src.replace(STRATEGY_LINE, STRATEGY_LINE + use)
+    assert {line for line, _ in findings(src, "TFL505")} == lines
+
+
 def test_compat_v1_py_function_bodies_run_eagerly():
     src = """
     import tensorflow as tf

@@ -306,10 +306,11 @@ class StrategyFacts:
         bound = self._names_bound_to(call, 0)
         if bound is None:
             return True
-        return any(self._read_by_strategy_code(name, scope) for name, scope in bound)
+        return any(self._read_by_strategy_code(name, scope, at=stmt) for name, scope, stmt in bound)
 
-    def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST]] | None:
-        """(dotted name, scope) pairs the value of ``expr`` is bound to; ``None`` if unknown."""
+    def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST, ast.stmt]] | None:
+        """(dotted name, scope, binding statement) triples the value of ``expr`` is bound to;
+        ``None`` if unknown."""
         if depth > 3:
             return None
         node = expr
@@ -327,8 +328,15 @@ class StrategyFacts:
                         d = dotted(leaf)
                         if d is None:
                             return None
-                        out.append((d, scope))
+                        out.append((d, scope, parent))
             return out
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
+            # ``for model in [Make(), ...]``: the loop variable holds it
+            names = [dotted(leaf) for leaf in ast.walk(parent.target)
+                     if isinstance(leaf, (ast.Name, ast.Attribute)) and isinstance(leaf.ctx, ast.Store)]
+            if not names or None in names:
+                return None
+            return [(d, scope, parent) for d in names]
         if isinstance(parent, ast.Return) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return self._returned_to(scope, depth)
         if (isinstance(parent, ast.Expr) and isinstance(node, ast.Call) and node is not expr
@@ -336,10 +344,10 @@ class StrategyFacts:
             # ``model.compile(optimizer=Make())``: the object belongs to the receiver
             owner = dotted(node.func.value)
             if owner is not None:
-                return [(owner, scope)]
+                return [(owner, scope, parent)]
         return None
 
-    def _returned_to(self, func: ast.AST, depth: int) -> list[tuple[str, ast.AST]] | None:
+    def _returned_to(self, func: ast.AST, depth: int) -> list[tuple[str, ast.AST, ast.stmt]] | None:
         """Names that the module's calls of ``func`` made outside any scope bind its result to
         (the calls made inside a scope create their objects there)."""
         sites = [s for s in self.call_sites(func) if not self.in_scope(s)]
@@ -353,12 +361,18 @@ class StrategyFacts:
             out.extend(got)
         return out
 
-    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0) -> bool:
+    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0, at: ast.stmt | None = None) -> bool:
+        """Whether a read of ``name`` bound in ``scope`` (by statement ``at``) runs with the
+        strategy. A read in the same scope's own code that another binding of the name shadows
+        (``model = A()`` ... ``with strategy.scope(): model = B(); model.fit()``) does not see
+        the object bound at ``at``."""
         root = self.a.tree if name.startswith("self.") or isinstance(scope, ast.Module) else scope
         for node in ast.walk(root):
             if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)):
                 continue
             if dotted(node) != name:
+                continue
+            if at is not None and self._shadowed(name, scope, at, node):
                 continue
             if self._strategy_site(node):
                 return True
@@ -367,9 +381,50 @@ class StrategyFacts:
                     and self.a.enclosing_function(node) is scope):
                 # ``model = Make(); return model``: follow it to what the callers bind
                 bound = self._returned_to(scope, depth + 1)
-                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1) for n, s in bound):
+                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1, at=b) for n, s, b in bound):
                     return True
         return False
+
+    def _shadowed(self, name: str, scope: ast.AST, at: ast.stmt, read: ast.AST) -> bool:
+        """The binding statement ``at`` of a plain name does not reach ``read``, a read in the
+        same scope's own code: it comes before ``at`` (outside any loop around both), or another
+        binding of the name comes between them. Reads of attributes (``self.x``) and reads in
+        other functions (run when called, in any order) are always reached."""
+        if "." in name or self.a.enclosing_function(read) is not self._own(scope):
+            return False
+        if read.lineno < at.lineno:
+            return not self._common_loop(at, read, scope)
+        return any(at.end_lineno < line < read.lineno for line in self._binding_lines(name, scope))
+
+    def _own(self, scope: ast.AST) -> ast.AST | None:
+        return None if isinstance(scope, ast.Module) else scope
+
+    def _common_loop(self, a: ast.AST, b: ast.AST, scope: ast.AST) -> bool:
+        loops = {id(n) for n in self.a.ancestors(a) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))}
+        for anc in self.a.ancestors(b):
+            if anc is scope or isinstance(anc, _FUNCS):
+                return False
+            if id(anc) in loops:
+                return True
+        return False
+
+    def _binding_lines(self, name: str, scope: ast.AST) -> list[int]:
+        """Lines where the scope's own code binds the plain name ``name``."""
+        key = (name, id(scope))
+        got = self._bindings.get(key)
+        if got is None:
+            own = self._own(scope)
+            body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            got = self._bindings[key] = [
+                n.lineno for n in walk_own(body)
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                and self.a.enclosing_function(n) is own
+            ]
+        return got
+
+    @cached_property
+    def _bindings(self) -> dict[tuple[str, int], list[int]]:
+        return {}
 
     def _strategy_site(self, node: ast.AST) -> bool:
         if self.in_scope(node):
