@@ -410,6 +410,26 @@ class TensorsAccumulatedInLoop(Rule):
                 outputs.append(wrap(inp))
             return outputs
         """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+        optimizer = tf.keras.optimizers.Adam()
+        log_probs = []
+        while True:  # one episode per iteration; the tape needs the episode's tensors
+            with tf.GradientTape() as tape:
+                for t in range(max_steps):
+                    probs = model(observe())
+                    log_probs.append(tf.math.log(probs[0, 0]))
+                returns = []
+                for p in log_probs:
+                    returns.append(-p * 0.5)
+                loss = sum(returns)
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                log_probs.clear()
+        """,
     ]
     INVALID = [
         """
@@ -423,6 +443,19 @@ class TensorsAccumulatedInLoop(Rule):
         for x in tf.data.Dataset.range(3).prefetch(1):
             loss = train_step(x)
             losses.append(loss)  # expect: TFL503
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x):
+            return tf.reduce_sum(x)
+
+        losses = []
+        for epoch in range(num_epochs):
+            for x in dataset:
+                losses.append(train_step(x))  # expect: TFL503
+        losses.clear()  # after training: the list grew over every step
         """,
         """
         import tensorflow as tf
@@ -487,6 +520,8 @@ class TensorsAccumulatedInLoop(Rule):
             target = node.func.value
             if self._bound_inside(target, innermost) or not self._list_like(ctx, target, node):
                 continue
+            if self._bound_inside(target, loop) or self._emptied_in(ctx, target, loop):
+                continue  # a new or emptied list each training iteration: it does not grow
             why = self._tensor_source(ctx, node.args[0], node, depth=0)
             if why is None:
                 continue
@@ -591,6 +626,26 @@ class TensorsAccumulatedInLoop(Rule):
             return False
         for n in walk_body(loop.body):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == target.id for t in n.targets):
+                return True
+        return False
+
+    @staticmethod
+    def _emptied_in(ctx: RuleContext, target: ast.AST, loop: ast.AST) -> bool:
+        """The loop's body empties the list (``lst.clear()``, ``del lst[:]``): it holds one
+        iteration's entries at most (an episode's log-probabilities, kept for its tape)."""
+        text = ast.get_source_segment(ctx.source, target)
+        if not text:
+            return False
+
+        def same(e: ast.AST) -> bool:
+            return ast.get_source_segment(ctx.source, e) == text
+
+        for n in walk_body(loop.body):
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear"
+                    and not n.args and same(n.func.value)):
+                return True
+            if isinstance(n, ast.Delete) and any(
+                    isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Slice) and same(t.value) for t in n.targets):
                 return True
         return False
 
