@@ -1304,6 +1304,15 @@ class TapeFacts:
             out.append((call, where))
         return out
 
+    def _holder_target(self, call: ast.Call) -> ast.AST | None:
+        """The name or attribute that ``with <call> as x`` / ``x = <call>`` binds."""
+        parent = self.a.parent(call)
+        if isinstance(parent, ast.withitem):
+            return parent.optional_vars
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+            return parent.targets[0]
+        return None
+
     def _holder(self, call: ast.Call, scope: ast.AST) -> tuple[str, set[str]] | None:
         parent = self.a.parent(call)
         target: ast.AST | None = None
@@ -1343,9 +1352,13 @@ class TapeFacts:
 
     def _released(self, scope: ast.AST, call: ast.Call, names: set[str]) -> bool:
         body = getattr(scope, "body", [])
+        own_target = self._holder_target(call)
         for node in walk_own(body):
             if pos(node) <= pos(call):
                 continue
+            if (scope is self.a.tree and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+                    and node.id in names and node is not own_target):
+                return True  # a module-level name bound again (the next cell's tape) drops the tape
             if isinstance(node, ast.Delete):
                 for t in node.targets:
                     if ast.unparse(t) in names:

@@ -208,6 +208,7 @@ class TracedFunctions:
                     isinstance(cls, ast.ClassDef)
                     and cls in self.keras_classes
                     and node.name in KERAS_TRACED_METHODS
+                    and not self._keras_runs_eagerly
                 ):
                     self.reasons.setdefault(
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
@@ -277,6 +278,28 @@ class TracedFunctions:
                         self.reasons[callee] = f"{how} traced `{name}` (line {sub.lineno})"
                         self.roots[callee] = self.roots.get(func, func)
                         work.append(callee)
+
+    @property
+    def _keras_runs_eagerly(self) -> bool:
+        """The module runs its Keras models eagerly: it passes ``run_eagerly=True`` (a literal)
+        to a call (``model.compile``) or sets ``<model>.run_eagerly = True``. ``fit`` then calls
+        ``train_step`` and the layers' ``call`` as plain Python on every step, so their bodies
+        are not judged as traced code (a debugging script's ``print`` does print each step)."""
+        got = self.__dict__.get("_keras_eager_cached")
+        if got is None:
+            got = False
+            if "run_eagerly" in self.a.source:
+                for node in self.a.nodes(ast.keyword, ast.Assign):
+                    if isinstance(node, ast.keyword):
+                        value, hit = node.value, node.arg == "run_eagerly"
+                    else:
+                        value = node.value
+                        hit = any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in node.targets)
+                    if hit and isinstance(value, ast.Constant) and value.value is True:
+                        got = True
+                        break
+            self.__dict__["_keras_eager_cached"] = got
+        return got
 
     @property
     def _keras2(self) -> bool:
@@ -649,6 +672,20 @@ class TracedFunctions:
                     else:
                         table.setdefault(callee, []).append(node)
         return table.get(func, [])
+
+    def runs_only_within(self, func: ast.AST, outer: ast.AST, _seen: frozenset = frozenset()) -> bool:
+        """``func`` runs only during calls of ``outer``: it is ``outer``, or it has in-module
+        calls and every one of them is made by code that itself runs only within ``outer``
+        (``self._penalty()`` called only from ``_loss()``, called only from ``train_step()``)."""
+        if func is outer:
+            return True
+        if func is None or func in _seen or len(_seen) > 8:
+            return False
+        sites = self.call_sites(func)
+        seen = _seen | {func}
+        return bool(sites) and all(
+            self.runs_only_within(self.a.enclosing_function(getattr(c, "original", c)), outer, seen) for c in sites
+        )
 
     # -- tf.function objects ---------------------------------------------------------------
     def tf_function_creation(self, expr: ast.AST, at: ast.AST) -> ast.AST | None:

@@ -703,7 +703,8 @@ class PersistentTapeKeptAlive(Rule):
         "Checks eager code for `tf.GradientTape(persistent=True)` tapes that outlive their last "
         "`gradient()` call because they are stored on an object (`self.tape`), in a container, "
         "or bound at module level, and are never deleted. Tapes in traced code are not "
-        "flagged: there they exist only while tracing."
+        "flagged: there they exist only while tracing; nor a module-level tape whose name a "
+        "later statement binds again (a notebook's next tape), which frees it there."
     )
     why = (
         "A persistent tape keeps every intermediate tensor it recorded — activations of the "
@@ -774,6 +775,19 @@ class PersistentTapeKeptAlive(Rule):
                 self.tape = None
                 return g
         """,
+        """
+        import tensorflow as tf
+
+        x = tf.Variable(1.0)
+        with tf.GradientTape(persistent=True) as tape:
+            y = x * x
+            z = y * y
+        dy, dz = tape.gradient(y, x), tape.gradient(z, x)
+
+        with tf.GradientTape() as tape:  # the name is bound again: the persistent tape is freed
+            w = x * 3.0
+        dw = tape.gradient(w, x)
+        """,
     ]
     INVALID = [
         """
@@ -785,6 +799,16 @@ class PersistentTapeKeptAlive(Rule):
             z = y * y
         dy = tape.gradient(y, x)
         dz = tape.gradient(z, x)
+        """,
+        """
+        import tensorflow as tf
+
+        x = tf.Variable(1.0)
+        for step in range(100):
+            with tf.GradientTape(persistent=True) as tape:  # expect: TFL305
+                y = x * x
+            g = tape.gradient(y, x)
+        # the last step's tape outlives the loop
         """,
         """
         import tensorflow as tf

@@ -529,7 +529,11 @@ class ShuffleAfterBatch(Rule):
         "the same `buffer_size` mixes fewer examples at a time; raise it (ideally to the "
         "dataset's size, memory permitting). Pipelines split over several statements get no fix."
     )
-    what = "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched."
+    what = (
+        "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched. A "
+        "shuffle followed by `.take(n)` of at most 16 batches (one random batch to plot or "
+        "print) is a look at the data, not a pipeline that epochs replay, and is not reported."
+    )
     why = (
         "After `batch`, each element of the dataset is a whole batch: `shuffle` then reorders "
         "batches, but the examples inside each batch stay together, in file order, every epoch. "
@@ -563,6 +567,13 @@ class ShuffleAfterBatch(Rule):
         batches = [[1, 2], [3, 4]]
         random.shuffle(batches)
         """,
+        """
+        import tensorflow as tf
+
+        train_ds = tf.data.Dataset.range(100).batch(8)
+        for batch in train_ds.shuffle(4).take(1):  # one random batch to look at
+            print(batch)
+        """,
     ]
     INVALID = [
         """
@@ -587,6 +598,11 @@ class ShuffleAfterBatch(Rule):
 
         ds = make([1, 2, 3]).shuffle(8)  # expect: TFL403
         """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).batch(8).shuffle(10).take(1000)  # expect: TFL403
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -604,7 +620,7 @@ class ShuffleAfterBatch(Rule):
                 if last_batch is not None:
                     batch = last_batch
                     break
-            if batch is None:
+            if batch is None or self._one_look(ctx, t.node):
                 continue
             edit = move_step_before(ctx, t.node, batch.node)
             ctx.report(
@@ -614,6 +630,22 @@ class ShuffleAfterBatch(Rule):
                 end_node=t.node,
                 fix=Fix(f"Move `.shuffle()` before `.{batch.method}()`", (edit,), "unsafe") if edit else None,
             )
+
+
+    SAMPLE_TAKE = 16
+
+    @staticmethod
+    def _one_look(ctx: RuleContext, shuffle: ast.Call) -> bool:
+        """``ds.shuffle(n).take(1)``: a few random batches to look at (plot one, print one), not
+        a stream that epochs replay."""
+        attr = ctx.analysis.parent(shuffle)
+        call = ctx.analysis.parent(attr) if isinstance(attr, ast.Attribute) else None
+        if not (isinstance(attr, ast.Attribute) and attr.attr == "take" and isinstance(call, ast.Call)
+                and call.func is attr and len(call.args) == 1):
+            return False
+        n = call.args[0]
+        return (isinstance(n, ast.Constant) and type(n.value) is int
+                and 0 <= n.value <= ShuffleAfterBatch.SAMPLE_TAKE)
 
 
 class CacheAfterRandomness(Rule):

@@ -16,7 +16,11 @@ class PrintInTracedCode(Rule):
     severity = Severity.ERROR
     fixable = True
     summary = "`print()` in traced code runs only while tracing"
-    what = "Checks for the built-in `print()` called inside a function that TensorFlow traces."
+    what = (
+        "Checks for the built-in `print()` called inside a function that TensorFlow traces. A "
+        "print of trace-time facts only (text, a tensor's static `.shape`, `.dtype` or `.name`) "
+        "is a shape check that means to run while tracing, and is not reported."
+    )
     why = (
         "A traced function's Python body runs only while TensorFlow traces it into a graph. "
         "`print()` is Python, not a graph op: it fires once (per trace) with symbolic tensors, "
@@ -74,6 +78,26 @@ class PrintInTracedCode(Rule):
                 return v
             return tf.py_function(report, [x], tf.float32)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            h = tf.nn.relu(x)
+            print("h:", h.shape, f"dtype {h.dtype}")  # a trace-time shape check
+            return h
+        """,
+        """
+        import keras
+
+        class Net(keras.Model):
+            def train_step(self, data):
+                print("step")  # fit runs this eagerly: it prints every step
+                return {}
+
+        model = Net()
+        model.compile(optimizer="adam", run_eagerly=True)
+        """,
     ]
     INVALID = [
         """
@@ -109,6 +133,26 @@ class PrintInTracedCode(Rule):
                 print('step')  # expect: TFL101
                 return {}
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def f(x):
+            h = tf.nn.relu(x)
+            print("h:", h.shape, tf.reduce_max(h))  # expect: TFL101
+            return h
+        """,
+        """
+        import keras
+
+        class Net(keras.Model):
+            def train_step(self, data):
+                print('step')  # expect: TFL101
+                return {}
+
+        model = Net()
+        model.compile(optimizer="adam", run_eagerly=False)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -124,7 +168,7 @@ class PrintInTracedCode(Rule):
             ):
                 continue
             func = a.traced.traced_function_of(node)
-            if func is None:
+            if func is None or _prints_static_facts(node):
                 continue
             name = getattr(func, "name", "<lambda>")
             alias, import_edits = tensorflow_alias(ctx)
@@ -145,6 +189,42 @@ class PrintInTracedCode(Rule):
                 f"nothing. Use `{alias}.print()`",
                 fix=fix,
             )
+
+
+_STATIC_ATTRS = frozenset({"shape", "dtype", "ndim", "rank", "name"})
+
+
+def _prints_static_facts(call: ast.Call) -> bool:
+    """``print("h:", h.shape)``: every argument is known while tracing (text, numbers, a
+    tensor's static ``.shape``/``.dtype``/``.ndim``/``.name``, formatted from those) and one
+    is such a static fact. A trace-time shape check prints what it means to, once per trace;
+    ``tf.print`` would print the run-time shape on every step instead."""
+    facts = 0
+
+    def static(e: ast.AST) -> bool:
+        nonlocal facts
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Attribute) and e.attr in _STATIC_ATTRS:
+            facts += 1
+            return True
+        if isinstance(e, ast.Subscript):  # x.shape[0], x.shape[1:]
+            return isinstance(e.value, ast.Attribute) and e.value.attr == "shape" and static(e.value)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("len", "str", "repr", "tuple", "list"):
+            return len(e.args) == 1 and not e.keywords and static(e.args[0])
+        if isinstance(e, ast.Compare):  # h.shape == y.shape
+            return static(e.left) and all(static(c) for c in e.comparators)
+        if isinstance(e, ast.JoinedStr):
+            return all(static(v.value) if isinstance(v, ast.FormattedValue) else static(v) for v in e.values)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod):
+            right = e.right.elts if isinstance(e.right, ast.Tuple) else [e.right]
+            return static(e.left) and all(static(r) for r in right)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "format":
+            return static(e.func.value) and all(static(x) for x in e.args) and all(static(k.value) for k in e.keywords)
+        return False
+
+    args = [*call.args, *(k.value for k in call.keywords if k.arg in ("sep", "end"))]
+    return all(static(x) for x in args) and facts > 0 and not any(k.arg == "file" for k in call.keywords)
 
 
 # --------------------------------------------------------------------------------------------
@@ -679,8 +759,38 @@ class RebindingInTracedCode(Rule):
         trainer = Trainer()
         trainer.last = trainer.step(tf.ones(3))  # eager: a concrete value
         """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class GAN(keras.Model):
+            def train_step(self, data):
+                self.batch = tf.shape(data)[0]  # read only by helpers of this trace
+                with tf.GradientTape() as tape:
+                    loss = self._loss(data)
+                return {"loss": loss}
+
+            def _loss(self, data):
+                return tf.reduce_mean(data) + self._penalty()
+
+            def _penalty(self):
+                return tf.reduce_mean(tf.random.uniform([self.batch]))
+        """,
     ]
     INVALID = [
+        """
+        import keras
+        import tensorflow as tf
+
+        class GAN(keras.Model):
+            def train_step(self, data):
+                self.batch = tf.shape(data)[0]  # expect: TFL103
+                return {"loss": tf.reduce_mean(data)}
+
+            def test_step(self, data):
+                # another trace: the tensor of train_step's graph is out of scope here
+                return {"loss": tf.reduce_mean(tf.random.uniform([self.batch]))}
+        """,
         """
         import tensorflow as tf
 
@@ -821,15 +931,16 @@ class RebindingInTracedCode(Rule):
             cls = a.enclosing_class(node)
             if cls is None:
                 return False
-            # Scratch space of one call (read back only by the function that stores it) is
-            # harmless; a tensor kept for other methods or for the caller leaks.
+            # Scratch space of one call (read back only by the function that stores it, or by
+            # methods that only it calls: the same trace) is harmless; a tensor kept for other
+            # methods or for the caller leaks.
             own = a.enclosing_function(node)
             reads = [
                 n for n in ast.walk(cls)
                 if isinstance(n, ast.Attribute) and n.attr == target.attr and isinstance(n.ctx, ast.Load)
                 and isinstance(n.value, ast.Name) and n.value.id == "self"
             ]
-            if reads and all(a.enclosing_function(n) is own for n in reads):
+            if reads and all(traced.runs_only_within(a.enclosing_function(n), own) for n in reads):
                 return False
         return traced.is_tensor(node.value)
 
