@@ -424,6 +424,7 @@ class StrategyFacts:
 
     @cached_property
     def _bindings(self) -> dict[tuple[str, int], list[int]]:
+        """``_binding_lines`` per (name, id(scope)), filled as rules ask."""
         return {}
 
     def _strategy_site(self, node: ast.AST) -> bool:

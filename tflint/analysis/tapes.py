@@ -1314,12 +1314,7 @@ class TapeFacts:
         return None
 
     def _holder(self, call: ast.Call, scope: ast.AST) -> tuple[str, set[str]] | None:
-        parent = self.a.parent(call)
-        target: ast.AST | None = None
-        if isinstance(parent, ast.withitem):
-            target = parent.optional_vars
-        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1:
-            target = parent.targets[0]
+        target = self._holder_target(call)
         if target is None:
             return None
         if isinstance(target, (ast.Attribute, ast.Subscript)):
