@@ -57,6 +57,66 @@ def test_tfl101_print_fires_once_tf_print_every_call(tmp_path, capsys):
     assert_flags(PRINT_BAD, PRINT_GOOD, "TFL101")
 
 
+KERAS_PRINT = """
+import keras
+import numpy as np
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.dense(x)
+
+    def train_step(self, data):
+        x, y = data
+        print("step")
+        return {"n": 0.0}
+
+def fit(run_eagerly):
+    model = Net()
+    model.compile(optimizer="sgd", loss="mse", run_eagerly=run_eagerly)
+    x = np.zeros((8, 2), "float32")
+    model.fit(x, x[:, :1], batch_size=2, epochs=1, verbose=0)
+"""
+
+
+def test_tfl101_keras_methods_print_every_step_under_run_eagerly(tmp_path, capsys):
+    """Why a module that compiles with ``run_eagerly=True`` has no traced Keras methods: ``fit``
+    then runs ``train_step`` as Python on every step (4 steps, 4 prints), where the traced step
+    printed once per trace."""
+    mod = load(tmp_path, KERAS_PRINT)
+    mod.fit(run_eagerly=False)
+    traced = capsys.readouterr().out.split().count("step")
+    mod.fit(run_eagerly=True)
+    eager = capsys.readouterr().out.split().count("step")
+    assert traced < 4 and eager == 4, (traced, eager)
+    src = KERAS_PRINT.replace("run_eagerly=run_eagerly", "run_eagerly=False")
+    assert len(lint(src, "TFL101")) == 1
+    assert lint(KERAS_PRINT.replace("run_eagerly=run_eagerly", "run_eagerly=True"), "TFL101") == []
+
+
+def test_tfl101_a_static_shape_print_shows_the_shape_it_checks(tmp_path, capsys):
+    """Why ``print("h:", h.shape)`` in traced code is not reported: it prints the static shape
+    once per trace, which is what a shape check wants; the same print of a value is reported."""
+    src = """
+    import tensorflow as tf
+
+    @tf.function
+    def step(x):
+        h = tf.concat([x, x], axis=1)
+        print("h:", h.shape)
+        return h
+    """
+    mod = load(tmp_path, src)
+    for _ in range(CALLS):
+        mod.step(tf.ones([2, 3]))
+    assert capsys.readouterr().out.splitlines() == ["h: (2, 6)"]
+    assert lint(src, "TFL101") == []
+    assert len(lint(src.replace("h.shape", "h"), "TFL101")) == 1
+
+
 # -- TFL102: outer container mutated ---------------------------------------------------------
 
 CONTAINER_BAD = """
