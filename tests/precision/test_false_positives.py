@@ -474,3 +474,49 @@ class RandomFlipTest(testing.TestCase):
 def test_402_random_layer_transform_with_a_given_transformation_is_not_reported():
     # the form of keras' random_flip/zoom/shear/... tests: only the calls that draw are reported
     assert findings(RANDOM_LAYER_TRANSFORMS, "TFL402") == [(22, "TFL402"), (23, "TFL402"), (24, "TFL402")]
+
+
+# -- Keras methods of a module that may compile with run_eagerly ------------------------------
+RUN_EAGERLY = """
+import keras
+
+{setup}
+
+class Scores(keras.layers.Layer):
+    def call(self, inputs):
+        return inputs * float(inputs.numpy().max())
+
+model = keras.Sequential([Scores()])
+model.compile(loss="mse", run_eagerly={value})
+"""
+
+
+@pytest.mark.parametrize(
+    "setup, value, traced",
+    [
+        ("", 'keras.backend.backend() == "tensorflow"', False),
+        ("import sys\nDEBUG = '--debug' in sys.argv", "DEBUG", False),
+        ("DEBUG = False\nDEBUG = True", "DEBUG", False),
+        ("def build(run_eagerly=False):\n    return run_eagerly", "run_eagerly", False),
+        ("", "True", False),
+        ("DEBUG = False", "DEBUG", True),
+        ("DEBUG: bool = None", "DEBUG", True),
+        ("", "None", True),
+        ("", "False", True),
+    ],
+)
+def test_keras_methods_of_a_module_that_may_run_eagerly_are_not_traced(setup, value, traced):
+    """A ``run_eagerly`` the program computes may be true when it runs (``fit`` then calls
+    ``call`` as Python on every step): the module's Keras methods are not judged as traced;
+    ``False``/``None``, directly or through a name bound only to them, leaves them traced."""
+    src = RUN_EAGERLY.format(setup=setup, value=value)
+    a = analyse(src)
+    call = next(n for n in ast.walk(a.tree) if isinstance(n, ast.FunctionDef) and n.name == "call")
+    assert a.traced.is_traced_function(call) is traced
+    assert bool(findings(src, "TFL107")) is traced
+
+
+def test_attribute_set_from_a_flag_runs_keras_methods_eagerly():
+    src = RUN_EAGERLY.format(setup="import sys", value="None") + "model.run_eagerly = '-e' in sys.argv\n"
+    assert findings(src, "TFL107") == []
+

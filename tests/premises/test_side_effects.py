@@ -117,6 +117,34 @@ def test_tfl101_a_static_shape_print_shows_the_shape_it_checks(tmp_path, capsys)
     assert len(lint(src.replace("h.shape", "h"), "TFL101")) == 1
 
 
+def test_tfl101_autograph_builtin_functions_option_prints_values_every_call(tmp_path, capsys):
+    """Why a ``print`` of a tensor is not reported in a ``tf.function`` created with AutoGraph's
+    ``BUILTIN_FUNCTIONS`` option: AutoGraph converts it into a print op that prints on every
+    call; a ``print`` of text only (or of an f-string, formatted in Python) still prints once."""
+    src = """
+    import tensorflow as tf
+
+    Feature = tf.autograph.experimental.Feature
+
+    @tf.function(experimental_autograph_options=(Feature.BUILTIN_FUNCTIONS,))
+    def step(x):
+        print("x", x)
+        print(f"text {x.dtype.name}")
+        return x * 2
+    """
+    mod = load(tmp_path, src)
+    for i in range(CALLS):
+        mod.step(tf.constant(float(i)))
+    printed = capsys.readouterr().out.splitlines()
+    assert printed.count("text float32") == 1  # formatted in Python: once, while tracing
+    assert [p for p in printed if p.startswith("x ")] == ["x 0.0", "x 1.0", "x 2.0", "x 3.0"]
+    assert lint(src, "TFL101") == []
+    plain = src.replace("(experimental_autograph_options=(Feature.BUILTIN_FUNCTIONS,))", "")
+    assert len(lint(plain, "TFL101")) == 1  # the print of x: once per trace without the option
+    text_only = src.replace('print("x", x)', 'print("x")')
+    assert len(lint(text_only, "TFL101")) == 1
+
+
 # -- TFL102: outer container mutated ---------------------------------------------------------
 
 CONTAINER_BAD = """

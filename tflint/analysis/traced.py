@@ -75,6 +75,9 @@ class TracedFunctions:
         self.entry_points: dict[ast.AST, str] = {}
         # function -> the ``@tf.function`` decorators / ``tf.function(f)`` calls that wrap it
         self.creations: dict[ast.AST, list[ast.AST]] = {}
+        # tf.functions created with AutoGraph's ``BUILTIN_FUNCTIONS`` (or ``ALL``) option: their
+        # ``print`` of a tensor is converted into a print op
+        self.converts_builtins: set[ast.AST] = set()
         # traced function -> the traced entry point (of this module) whose trace reaches it
         self.roots: dict[ast.AST, ast.AST] = {}
         # function reached from another module's (or an unresolved local) trace -> its note
@@ -203,6 +206,8 @@ class TracedFunctions:
                         )
                         self.entry_points[node] = _autograph_kind(dec)
                         self.creations.setdefault(node, []).append(dec)
+                        if _converts_builtins(dec):
+                            self.converts_builtins.add(node)
                 cls = a.parent(node)
                 if (
                     isinstance(cls, ast.ClassDef)
@@ -229,6 +234,8 @@ class TracedFunctions:
                         self.reasons.setdefault(f, f"wrapped with tf.function (line {node.lineno})")
                         self.entry_points.setdefault(f, _autograph_kind(node))
                         self.creations.setdefault(f, []).append(node)
+                        if _converts_builtins(node):
+                            self.converts_builtins.add(f)
                 elif name in EAGER_WRAPPERS:
                     arg = node.args[0] if node.args else next(
                         (k.value for k in node.keywords if k.arg == "func"), None
@@ -281,10 +288,14 @@ class TracedFunctions:
 
     @property
     def _keras_runs_eagerly(self) -> bool:
-        """The module runs its Keras models eagerly: it passes ``run_eagerly=True`` (a literal)
-        to a call (``model.compile``) or sets ``<model>.run_eagerly = True``. ``fit`` then calls
-        ``train_step`` and the layers' ``call`` as plain Python on every step, so their bodies
-        are not judged as traced code (a debugging script's ``print`` does print each step)."""
+        """The module may run its Keras models eagerly: it passes ``run_eagerly=`` something
+        other than ``False``/``None`` to a call (``model.compile``) or assigns it to
+        ``<model>.run_eagerly``. ``fit`` then calls ``train_step`` and the layers' ``call`` as
+        plain Python on every step, so their bodies are not judged as traced code (a debugging
+        script's ``print`` does print each step). A value the module computes
+        (``run_eagerly=args.debug``, ``backend() == "tensorflow"``) may be true when the
+        program runs, so it counts too; a name bound only to ``False``/``None`` literals does
+        not."""
         got = self.__dict__.get("_keras_eager_cached")
         if got is None:
             got = False
@@ -295,11 +306,47 @@ class TracedFunctions:
                     else:
                         value = node.value
                         hit = any(isinstance(t, ast.Attribute) and t.attr == "run_eagerly" for t in node.targets)
-                    if hit and isinstance(value, ast.Constant) and value.value is True:
+                    if hit and self._may_be_true(value):
                         got = True
                         break
             self.__dict__["_keras_eager_cached"] = got
         return got
+
+    def _may_be_true(self, value: ast.AST) -> bool:
+        """``value`` is not known to be ``False``/``None``: a literal, or a name that every
+        assignment of the module binds to such a literal."""
+        if isinstance(value, ast.Constant):
+            return bool(value.value)
+        if isinstance(value, ast.Name):
+            bound = [
+                n.value for n in self.a.nodes(ast.Assign, ast.AnnAssign)
+                if any(isinstance(t, ast.Name) and t.id == value.id
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+            ]
+            if bound and all(isinstance(v, ast.Constant) for v in bound) and not self._rebound_otherwise(value.id):
+                return any(bool(v.value) for v in bound)
+        return True
+
+    def _rebound_otherwise(self, name: str) -> bool:
+        """``name`` is bound by something other than a plain assignment: a parameter, a loop or
+        ``with`` target, an augmented assignment, an import, ``global``."""
+        for node in self.a.nodes(ast.arg, ast.AugAssign, ast.For, ast.withitem, ast.Import,
+                                 ast.ImportFrom, ast.Global, ast.NamedExpr):
+            if isinstance(node, ast.arg):
+                if node.arg == name:
+                    return True
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if any((al.asname or al.name.split(".")[0]) == name for al in node.names):
+                    return True
+            elif isinstance(node, ast.Global):
+                if name in node.names:
+                    return True
+            else:
+                target = (node.target if isinstance(node, (ast.AugAssign, ast.For, ast.NamedExpr))
+                          else node.optional_vars)
+                if target is not None and any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(target)):
+                    return True
+        return False
 
     @property
     def _keras2(self) -> bool:
@@ -327,6 +374,20 @@ class TracedFunctions:
             converted = self.__dict__["_autograph"] = self._reach(
                 roots, lambda f: self.entry_points.get(f) == "no-autograph"
             )
+        return func in converted
+
+    def converts_print(self, func: ast.AST) -> bool:
+        """Whether AutoGraph turns a ``print`` of a tensor in ``func`` into a print op: ``func``
+        is (or is reached from) a ``tf.function`` created with
+        ``experimental_autograph_options`` naming ``Feature.BUILTIN_FUNCTIONS`` or
+        ``Feature.ALL`` (the options reach what converted code calls). A ``print`` of Python
+        values only still runs only while tracing."""
+        converted = self.__dict__.get("_builtins")
+        if converted is None:
+            roots = [f for f in self.converts_builtins if self.entry_points.get(f) == "autograph"]
+            converted = self.__dict__["_builtins"] = self._reach(
+                roots, lambda f: self.entry_points.get(f) == "no-autograph"
+            ) if roots else set()
         return func in converted
 
     def only_traced_explicitly(self, func: ast.AST) -> bool:
@@ -995,6 +1056,18 @@ def _autograph_kind(creation: ast.AST) -> str:
         if k.arg == "autograph" and isinstance(k.value, ast.Constant) and k.value.value is False:
             return "no-autograph"
     return "autograph"
+
+
+def _converts_builtins(creation: ast.AST) -> bool:
+    """``tf.function(..., experimental_autograph_options=...)`` naming AutoGraph's
+    ``Feature.BUILTIN_FUNCTIONS`` or ``Feature.ALL`` (alone, in a tuple, however imported)."""
+    for k in getattr(creation, "keywords", ()):
+        if k.arg == "experimental_autograph_options":
+            for e in ast.walk(k.value):
+                word = e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else None
+                if word in ("BUILTIN_FUNCTIONS", "ALL"):
+                    return True
+    return False
 
 
 def _in_body(func: ast.AST, child: ast.AST) -> bool:

@@ -19,7 +19,10 @@ class PrintInTracedCode(Rule):
     what = (
         "Checks for the built-in `print()` called inside a function that TensorFlow traces. A "
         "print of trace-time facts only (text, a tensor's static `.shape`, `.dtype` or `.name`) "
-        "is a shape check that means to run while tracing, and is not reported."
+        "is a shape check that means to run while tracing, and is not reported. Nor is a "
+        "`print` of a value in a `tf.function` created with AutoGraph's "
+        "`experimental_autograph_options` naming `Feature.BUILTIN_FUNCTIONS` (or `ALL`), which "
+        "converts it into a print op."
     )
     why = (
         "A traced function's Python body runs only while TensorFlow traces it into a graph. "
@@ -98,6 +101,14 @@ class PrintInTracedCode(Rule):
         model = Net()
         model.compile(optimizer="adam", run_eagerly=True)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function(experimental_autograph_options=tf.autograph.experimental.Feature.BUILTIN_FUNCTIONS)
+        def f(x):
+            print("x:", x)  # AutoGraph converts it into a print op: it prints every call
+            return x
+        """,
     ]
     INVALID = [
         """
@@ -153,6 +164,16 @@ class PrintInTracedCode(Rule):
         model = Net()
         model.compile(optimizer="adam", run_eagerly=False)
         """,
+        """
+        import tensorflow as tf
+
+        Feature = tf.autograph.experimental.Feature
+
+        @tf.function(experimental_autograph_options=(Feature.ALL,))
+        def f(x):
+            print(f"x: {x}")  # expect: TFL101
+            return x
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -170,6 +191,8 @@ class PrintInTracedCode(Rule):
             func = a.traced.traced_function_of(node)
             if func is None or _prints_static_facts(node):
                 continue
+            if a.traced.converts_print(func) and any(not _formatted_at_trace_time(x) for x in node.args):
+                continue  # AutoGraph's BUILTIN_FUNCTIONS option makes it a print op
             name = getattr(func, "name", "<lambda>")
             alias, import_edits = tensorflow_alias(ctx)
             unsafe = any(
@@ -225,6 +248,16 @@ def _prints_static_facts(call: ast.Call) -> bool:
 
     args = [*call.args, *(k.value for k in call.keywords if k.arg in ("sep", "end"))]
     return all(static(x) for x in args) and facts > 0 and not any(k.arg == "file" for k in call.keywords)
+
+
+def _formatted_at_trace_time(e: ast.AST) -> bool:
+    """A literal or a string formatted in Python (f-string, ``%``, ``.format``): a ``str`` by
+    the time ``print`` sees it, so AutoGraph's converted ``print`` prints it only while tracing."""
+    return (
+        isinstance(e, (ast.Constant, ast.JoinedStr))
+        or (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod))
+        or (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "format")
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1602,6 +1635,16 @@ class TensorToPythonInTracedCode(Rule):
                 return x
             return -x
         """,
+        """
+        import keras
+
+        class Scores(keras.layers.Layer):
+            def call(self, inputs):
+                return inputs * float(inputs.numpy().max())
+
+        model = keras.Sequential([Scores()])
+        model.compile(loss="mse", run_eagerly=(keras.backend.backend() == "tensorflow"))
+        """,
     ]
     INVALID = [
         """
@@ -1638,6 +1681,18 @@ class TensorToPythonInTracedCode(Rule):
         @tf.function(autograph=False)
         def f(x):
             return tf.zeros([int(x)])  # expect: TFL107
+        """,
+        """
+        import keras
+
+        RUN_EAGERLY = False
+
+        class Scores(keras.layers.Layer):
+            def call(self, inputs):
+                return inputs * float(inputs.numpy().max())  # expect: TFL107
+
+        model = keras.Sequential([Scores()])
+        model.compile(loss="mse", run_eagerly=RUN_EAGERLY)
         """,
     ]
 
