@@ -520,3 +520,59 @@ def test_attribute_set_from_a_flag_runs_keras_methods_eagerly():
     src = RUN_EAGERLY.format(setup="import sys", value="None") + "model.run_eagerly = '-e' in sys.argv\n"
     assert findings(src, "TFL107") == []
 
+
+# -- a name called at module level is the definition made before the call --------------------
+REDEFINED_STEP = """
+import tensorflow as tf
+
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.range(8).batch(4)
+
+@tf.function
+def train_step(x):
+    return x * 2
+
+for batch in ds:
+    train_step(batch)
+
+dist_ds = strategy.experimental_distribute_dataset(ds)
+
+@tf.function
+def train_step(x):
+    return strategy.run(lambda v: v * 2, args=(x,))
+
+for batch in {second}:
+    train_step(batch)
+"""
+
+
+def test_506_a_cell_that_redefines_the_step_does_not_change_what_earlier_cells_called():
+    """A notebook's first loop trains a plain step over a plain dataset; a later cell redefines
+    the step with ``strategy.run`` and loops over the distributed dataset. The first loop
+    called the first definition: no TFL506 there (it was reported through the redefinition)."""
+    src = REDEFINED_STEP.format(second="dist_ds")
+    a = analyse(src)
+    first, second = [n for n in a.tree.body if isinstance(n, ast.FunctionDef)]
+    calls = [n for n in ast.walk(a.tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "train_step"]
+    assert [a.lookup_function("train_step", c) for c in calls] == [[first], [second]]
+    assert findings(src, "TFL506") == []
+    # the redefinition's own loop over the plain dataset is still reported
+    assert findings(REDEFINED_STEP.format(second="ds"), "TFL506") == [(20, "TFL506")]
+
+
+def test_a_function_body_sees_the_last_definition():
+    src = """
+    def helper():
+        return 1
+
+    def run():
+        return helper()
+
+    def helper():
+        return 2
+    """
+    a = analyse(src)
+    last = [n for n in a.tree.body if isinstance(n, ast.FunctionDef)][-1]
+    call = next(n for n in ast.walk(a.tree) if isinstance(n, ast.Call))
+    assert a.lookup_function("helper", call) == [last]
+

@@ -22,6 +22,7 @@ import ast
 from functools import cached_property
 from typing import Any
 
+from tflint.analysis.astutil import walk_own
 from tflint.analysis.imports import ImportMap
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -191,20 +192,31 @@ class Analysis:
         return out
 
     def lookup_function(self, name: str, at: ast.AST) -> list[ast.AST]:
-        """The ``def`` that ``name`` refers to where ``at`` is: the innermost enclosing scope
-        (function or module body) that defines it; first definition wins. ``[]`` if none."""
+        """The ``def`` that ``name`` refers to where ``at`` is: one of the innermost enclosing
+        scope (function or module body, its compound statements included) that defines it.
+        Code that runs in that body itself sees the last definition made before it (a notebook
+        cell that redefines a step function does not change what earlier cells called); code
+        of a function nested in it runs later, when the last definition is bound. ``[]`` if
+        none."""
         tables = self.__dict__.setdefault("_scope_defs", {})
+        runs_in = self.enclosing_function(at)
         for anc in self.ancestors(at):
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
                 table = tables.get(anc)
                 if table is None:
                     table = tables[anc] = {}
-                    for stmt in anc.body:
+                    for stmt in walk_own(anc.body):
                         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                            table.setdefault(stmt.name, stmt)
-                got = table.get(name)
-                if got is not None:
-                    return [got]
+                            table.setdefault(stmt.name, []).append(stmt)
+                defs = table.get(name)
+                if defs:
+                    if len(defs) == 1:
+                        return [defs[0]]
+                    if runs_in is (None if isinstance(anc, ast.Module) else anc):
+                        here = (getattr(at, "lineno", 0), getattr(at, "col_offset", 0))
+                        before = [d for d in defs if (d.lineno, d.col_offset) < here]
+                        return [before[-1] if before else defs[0]]
+                    return [defs[-1]]
         return []
 
     @cached_property

@@ -239,7 +239,7 @@ class StrategyFacts:
         if isinstance(expr, ast.Lambda):
             return [expr]
         if isinstance(expr, ast.Name):
-            return list(self.a.functions.get(expr.id, []))
+            return self.a.lookup_function(expr.id, at)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
             cls = self.a.enclosing_class(at)
             if cls is not None:
