@@ -576,3 +576,46 @@ def test_a_function_body_sees_the_last_definition():
     call = next(n for n in ast.walk(a.tree) if isinstance(n, ast.Call))
     assert a.lookup_function("helper", call) == [last]
 
+
+# -- a loop that only computes gradients is not a training loop -------------------------------
+GRADIENT_LOOP = """
+import tensorflow as tf
+
+@tf.function
+def saliency(x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model(x)
+    return tape.gradient(y, x)
+
+@tf.function
+def train_step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+maps = []
+for x in images:
+    maps.append(saliency(x))
+
+for x in images:
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model(x)
+    maps.append(tape.gradient(y, x))
+
+losses = []
+for x in images:
+    losses.append(train_step(x))
+"""
+
+
+def test_503_gradient_only_loops_are_not_training_loops():
+    """Saliency maps and integrated gradients collect per-input gradients on purpose; a loop
+    whose step computes gradients and applies them still trains."""
+    a = analyse(GRADIENT_LOOP)
+    loops = [n for n in a.tree.body if isinstance(n, ast.For)]
+    assert [a.loops.is_training_loop(loop) for loop in loops] == [False, False, True]
+    assert findings(GRADIENT_LOOP, "TFL503") == [(31, "TFL503")]

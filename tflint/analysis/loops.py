@@ -3,7 +3,10 @@
 A training loop is a ``for``/``while`` loop whose body (not counting nested function
 definitions) calls a ``tf.function`` of the module (decorated or wrapped; not a helper that is
 traced only because traced code calls it), ``fit``/``train_on_batch``, an optimizer's
-``apply_gradients``/``minimize``/``apply``, or ``tape.gradient``.
+``apply_gradients``/``minimize``/``apply``, or ``tape.gradient``. A loop that only computes
+gradients (``tape.gradient``, or tf.functions whose traced code computes gradients and updates
+nothing: no optimizer, no ``assign``) is not one: an attribution loop (integrated gradients,
+saliency maps) collects what it computes on purpose, and trains nothing.
 
 A loop that runs at most once is no loop for the rules: ``for x in ds.take(1)``,
 ``for b in [next(iter(ds))]``, ``for i in range(1)``, or a body that ends in an unconditional
@@ -30,6 +33,13 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 TRAINING_METHODS = frozenset(
     {"fit", "train_on_batch", "apply_gradients", "minimize", "apply", "gradient", "train_step"}
+)
+# a training step or an optimizer's: the loop trains
+STEP_METHODS = TRAINING_METHODS - {"gradient"}
+# calls that change a model: an optimizer's step or a variable update
+UPDATE_METHODS = STEP_METHODS | frozenset(
+    {"assign", "assign_add", "assign_sub", "scatter_add", "scatter_sub", "scatter_update",
+     "scatter_nd_add", "scatter_nd_sub", "scatter_nd_update"}
 )
 
 
@@ -109,18 +119,57 @@ class LoopFacts:
             if self.runs_once(loop):
                 result[loop] = False
                 continue
+            grads = updates = False
             for node in walk_body(loop.body):
                 if not isinstance(node, ast.Call):
                     continue
                 f = node.func
-                if isinstance(f, ast.Attribute) and f.attr in TRAINING_METHODS:
-                    is_training = True
-                    break
+                if isinstance(f, ast.Attribute):
+                    if f.attr in STEP_METHODS:
+                        is_training = True
+                        break
+                    grads = grads or f.attr == "gradient"
+                    updates = updates or f.attr in UPDATE_METHODS
                 if self.is_step_call(node):
-                    is_training = True
-                    break
-            result[loop] = is_training
+                    if not self._computes_gradients_only(node):
+                        is_training = True
+                        break
+                    grads = True
+                elif isinstance(f, ast.Name) and not updates:
+                    updates = self._updates(node)  # a helper of the module that applies them
+            # gradients alone train nothing: an attribution loop (integrated gradients,
+            # saliency maps) collects them on purpose; with an update (``v.assign_sub(lr * g)``,
+            # a helper that applies them) the loop trains
+            result[loop] = is_training or (grads and updates)
         return result
+
+    def _reached(self, call: ast.Call) -> list[ast.AST]:
+        """The module's functions ``call`` runs, with what they call in turn."""
+        traced = self.a.traced
+        targets = [t for t in traced._resolve_callable(call.func, call, called=True) if not isinstance(t, ast.Lambda)]
+        return list(traced._reach(targets, lambda f: False)) if targets else []
+
+    def _method_calls(self, call: ast.Call):
+        traced = self.a.traced
+        for func in self._reached(call):
+            for n in traced._walk_traced_body(func):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                    yield n.func.attr
+
+    def _updates(self, call: ast.Call) -> bool:
+        """A function of the module that ``call`` runs updates a model (an optimizer's step, a
+        variable's ``assign``...)."""
+        return any(m in UPDATE_METHODS for m in self._method_calls(call))
+
+    def _computes_gradients_only(self, call: ast.Call) -> bool:
+        """The tf.function ``call`` runs computes gradients (``.gradient(``) and its traced
+        code, as far as the module shows it, updates nothing."""
+        grads = False
+        for m in self._method_calls(call):
+            if m in UPDATE_METHODS:
+                return False
+            grads = grads or m == "gradient"
+        return grads
 
     def is_step_call(self, call: ast.Call) -> bool:
         """``call`` calls a ``tf.function`` of the module: a ``@tf.function`` def, a name or

@@ -279,7 +279,8 @@ class TensorsAccumulatedInLoop(Rule):
     )
     what = (
         "Checks for `list.append(t)` in a training loop (a loop that runs a train step, "
-        "`apply_gradients` or `tape.gradient`) where `t` is a tensor — the result of a traced "
+        "`apply_gradients` or `tape.gradient` with an update; a loop that only computes "
+        "gradients, such as integrated gradients, trains nothing) where `t` is a tensor — the result of a traced "
         "step, a model or loss call, or a TensorFlow op — and the list outlives the iteration. "
         "Bounded accumulation of scalars is not reported: a scalar (a reduction, a loss, a "
         "metric's `result()`) appended once per epoch, or in a loop of a stated number of "
@@ -430,6 +431,25 @@ class TensorsAccumulatedInLoop(Rule):
                 optimizer.apply_gradients(zip(grads, model.trainable_variables))
                 log_probs.clear()
         """,
+        """
+        import tensorflow as tf
+
+        def compute_gradients(images, target):
+            with tf.GradientTape() as tape:
+                tape.watch(images)
+                probs = model(images)[:, target]
+            return tape.gradient(probs, images)
+
+        @tf.function
+        def one_batch(baseline, image, alphas, target):
+            return compute_gradients(baseline + alphas * (image - baseline), target)
+
+        # integrated gradients: a gradient-only loop collects its results on purpose
+        gradient_batches = []
+        for start in range(0, num_alphas, batch_size):
+            gradient_batches.append(one_batch(baseline, image, alphas[start:start + batch_size], 3))
+        total = tf.concat(gradient_batches, axis=0)
+        """,
     ]
     INVALID = [
         """
@@ -495,6 +515,20 @@ class TensorsAccumulatedInLoop(Rule):
         for epoch in range(5):
             for x in dataset:
                 outputs.append(train_step(x))  # expect: TFL503
+        """,
+        """
+        import tensorflow as tf
+
+        def apply(grads, variables, lr=0.01):
+            for g, v in zip(grads, variables):
+                v.assign_sub(lr * g)
+
+        losses = []
+        for x, y in dataset:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+            losses.append(loss)  # expect: TFL503
         """,
     ]
 
