@@ -250,3 +250,54 @@ def test_editing_a_file_invalidates_only_its_entry(project):
         assert n_after == n_before + 1
     finally:
         target.write_text(original)
+
+
+# A helper called from two functions: one passes a prefetching dataset (``tfds.load``), the
+# other a constructed and shuffled one. Which caller the analysis reached first used to depend
+# on the iteration order of a set of AST nodes (their addresses: whatever the process had
+# linted before), and the helper was analysed with that caller's datasets only.
+TWO_CALLERS = """
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+
+def _pipeline(ds, batch):
+    ds = ds.map(lambda x: x * 2).cache().repeat()
+    return ds.batch(batch)
+
+
+def from_tfds(split, batch):
+    ds = tfds.load("mnist", split=split)
+    return _pipeline(ds, batch)
+
+
+def from_arrays(x, batch):
+    ds = tf.data.Dataset.from_tensor_slices(x)
+    ds = ds.shuffle(1000)
+    return _pipeline(ds, batch)
+"""
+
+
+def _cache_chains(src: str) -> list[tuple]:
+    import ast
+
+    from tflint.analysis import Analysis
+
+    a = Analysis(ast.parse(src), src)
+    return sorted(
+        (c.kind, c.line, tuple(c.methods()))
+        for t in a.datasets.transformations if t.method == "cache" for c in t.receiver
+    )
+
+
+def test_dataset_facts_do_not_depend_on_what_was_analysed_before():
+    from tflint.check.engine import lint_text
+
+    expected = [("constructor", 17, ("shuffle", "map")), ("prefetching", 12, ("map",))]
+    seen = []
+    for filler in ("", "import tensorflow as tf\n", "x = [1] * 1000\n", TWO_CALLERS.replace("_pipeline", "_p")):
+        lint_text("other.py", filler, ALL)  # leaves the heap (AST node addresses) in another state
+        seen.append(_cache_chains(TWO_CALLERS))
+        findings = lint_text("two_callers.py", TWO_CALLERS, frozenset({"TFL404"})).findings
+        assert [(f.code, f.line) for f in findings] == [("TFL404", 7)]
+    assert seen == [expected] * 4

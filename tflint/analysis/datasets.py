@@ -201,9 +201,10 @@ class Step:
         return self.node.lineno
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, slots=True)
 class Chain:
-    """A dataset value: its origin and the transformations applied to it, in order.
+    """A dataset value: its origin and the transformations applied to it, in order (equal
+    when both are: the same pipeline, however many times it was derived).
 
     ``kind`` is ``"constructor"`` (built by a tf.data constructor of this module),
     ``"prefetching"`` (a constructor that ends with its own ``prefetch``, like
@@ -317,6 +318,15 @@ class _FuncInfo:
     env: _Env  # the defining scope
     state: int = 0  # 0 not analyzed, 1 in progress, 2 done
     returns: list[Chain] = field(default_factory=list)
+    hints: dict | None = None  # the parameter hints its last analysis started from
+
+
+_MAX_REANALYSIS_ROUNDS = 4
+
+
+def _position(node: ast.AST | None) -> tuple[int, int]:
+    """Where ``node`` starts (module level, ``None``, first): a stable order for AST nodes."""
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0)) if node is not None else (-1, -1)
 
 
 def _union(*alts: tuple[Chain, ...]) -> tuple[Chain, ...]:
@@ -650,6 +660,33 @@ class DatasetFacts:
                 break
             for f in pending:
                 self._visit(f)
+        # A function analyzed when it was first called (its returned datasets were needed) saw
+        # only the call sites analyzed before it; call sites found later pass more. Analyze
+        # such functions again with every call site's datasets, until nothing changes: the
+        # facts are then the same whatever order the functions were reached in.
+        for _ in range(_MAX_REANALYSIS_ROUNDS):
+            stale = [f for f in self._funcs.values()
+                     if f.state == 2 and f.hints != self._param_hints.get(f.node, {})]
+            if not stale:
+                break
+            for f in sorted(stale, key=lambda f: (getattr(f.node, "lineno", 0), getattr(f.node, "col_offset", 0))):
+                self._reanalyze(f)
+
+    def _reanalyze(self, info: _FuncInfo) -> None:
+        """Forget what the last analysis of ``info``'s function derived from its body (values,
+        transformations, consumptions, its nested functions) and analyze it again."""
+        inside = set(ast.walk(info.node))
+        inside.discard(info.node)
+        for n in inside:
+            self._values.pop(n, None)
+            self._transform_by_node.pop(n, None)
+            nested = self._funcs.get(n)
+            if nested is not None and nested.state == 2:
+                nested.state = 0
+        self._transformations = [t for t in self._transformations if t.node not in inside]
+        self._consumptions = [c for c in self._consumptions if c.node not in inside]
+        info.state = 0
+        self._analyze_function(info)
 
     def _may_have_datasets(self) -> bool:
         """Whether the module can hold a dataset at all. Every dataset comes from a constructor
@@ -672,7 +709,7 @@ class DatasetFacts:
         if info.state != 0 or info.node in self._visiting:
             return
         self._visiting.add(info.node)
-        for caller in self._callers.get(info.node, ()):
+        for caller in sorted(self._callers.get(info.node, ()), key=_position):
             c = self._funcs.get(caller)
             if c is not None and c.state == 0:
                 self._visit(c)
@@ -720,8 +757,11 @@ class DatasetFacts:
         return parent if isinstance(parent, ast.ClassDef) else None
 
     def _register_function(self, node: ast.AST, env: _Env) -> None:
-        if node not in self._funcs:
+        info = self._funcs.get(node)
+        if info is None:
             self._funcs[node] = _FuncInfo(node, env)
+        elif info.state == 0:
+            info.env = env  # its defining scope is being analyzed again
 
     def _analyze_function(self, info: _FuncInfo) -> list[Chain]:
         if info.state == 2:
@@ -730,6 +770,7 @@ class DatasetFacts:
             return []
         info.state = 1
         node = info.node
+        info.hints = dict(self._param_hints.get(node, {}))
         env = _Env(parent=info.env)
         args = node.args
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
