@@ -321,6 +321,25 @@ def test_tfl404_cache_after_shuffle_replays_the_first_order():
     assert "TFL404" in codes(bad) and "TFL404" not in codes(good)
 
 
+def test_tfl404_a_shuffle_after_the_cache_reshuffles_the_replayed_order():
+    """Why a cache between two shuffles is not reported: the later shuffle draws a new order of
+    the cached elements every epoch (the earlier one is wasted, not harmful); a later shuffle
+    with a much smaller buffer keeps most of the first epoch's order, and is still reported."""
+    src = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(256).shuffle(256).cache(){after}
+    EPOCHS = [[int(v) for v in ds] for _ in range(3)]
+    """
+    e = run(src.format(after=".shuffle(256)"))["EPOCHS"]
+    assert e[0] != e[1] and e[1] != e[2]
+    assert "TFL404" not in codes(src.format(after=".shuffle(256)"))
+    e = run(src.format(after=".shuffle(2)"))["EPOCHS"]
+    # each element moves only a few places from where the first epoch had it
+    shift = [abs(e[1].index(v) - i) for i, v in enumerate(e[0])]
+    assert sum(shift) / len(shift) < 8
+    assert "TFL404" in codes(src.format(after=".shuffle(2)"))
+
+
 # -- TFL405 -------------------------------------------------------------------------------
 
 PY_405 = """

@@ -668,7 +668,9 @@ class CacheAfterRandomness(Rule):
     what = (
         "Checks for `Dataset.cache()` applied after a `.map(...)` whose function draws random "
         "numbers (`tf.random.*`, `tf.image.random_*`, stateless random ops, Keras random "
-        "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch."
+        "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch, unless "
+        "a later `.shuffle(...)` reshuffles the cached elements every epoch (with a buffer "
+        "not smaller than the first one's)."
     )
     why = (
         "`cache` stores the elements produced during the first epoch and replays them in every "
@@ -706,6 +708,12 @@ class CacheAfterRandomness(Rule):
 
         ds = tf.data.Dataset.range(10).shuffle(10, reshuffle_each_iteration=False).cache()
         """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).shuffle(100).cache()
+        ds = ds.shuffle(1000).batch(8)  # a new order every epoch, after the cache
+        """,
     ]
     INVALID = [
         """
@@ -737,12 +745,22 @@ class CacheAfterRandomness(Rule):
 
         ds = tf.data.Dataset.range(10).map(lambda x: x + tf.random.uniform([], maxval=2, dtype=tf.int64), num_parallel_calls=2).cache()  # expect: TFL404
         """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(10000).shuffle(10000).cache()  # expect: TFL404
+        ds = ds.shuffle(16).batch(8)  # a small buffer: mostly the first epoch's order
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
         facts = ctx.analysis.datasets
         randoms = _RandomOps(ctx)
         verdicts: dict[ast.AST, bool] = {}
+        # reshuffling shuffles and the steps before each: a cache among those steps has its
+        # replayed order shuffled again every epoch
+        reshuffles = [(t.node, {s.node for c in t.receiver for s in c.steps}) for t in facts.transformations
+                      if t.method == "shuffle" and _reshuffles(t.node)]
         for t in facts.transformations:
             if t.method != "cache":
                 continue
@@ -750,11 +768,9 @@ class CacheAfterRandomness(Rule):
             for chain in t.receiver:
                 for s in chain.steps:
                     if s.method == "shuffle":
-                        off = any(
-                            k.arg == "reshuffle_each_iteration" and isinstance(k.value, ast.Constant) and k.value.value is False
-                            for k in s.node.keywords
-                        ) or (len(s.node.args) >= 3 and isinstance(s.node.args[2], ast.Constant) and s.node.args[2].value is False)
-                        if not off:
+                        if _reshuffles(s.node) and not any(
+                            t.node in before and not _smaller_buffer(later, s.node) for later, before in reshuffles
+                        ):
                             culprit = ("shuffle", s)
                             break
                     elif s.method == "map":
@@ -782,6 +798,28 @@ class CacheAfterRandomness(Rule):
             edit = move_step_before(ctx, t.node, step.node)
             fix = Fix(f"Move `.cache()` before `.{kind}()`", (edit,)) if edit else None
             ctx.report(_method_span(ctx, t.node), msg, end_node=t.node, fix=fix)
+
+
+def _reshuffles(call: ast.Call) -> bool:
+    """A ``shuffle(...)`` that draws a new order every epoch (``reshuffle_each_iteration`` not
+    set to a literal ``False``)."""
+    return not (
+        any(k.arg == "reshuffle_each_iteration" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in call.keywords)
+        or (len(call.args) >= 3 and isinstance(call.args[2], ast.Constant) and call.args[2].value is False)
+    )
+
+
+def _buffer(call: ast.Call) -> int | None:
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "buffer_size"), None)
+    return arg.value if isinstance(arg, ast.Constant) and type(arg.value) is int else None
+
+
+def _smaller_buffer(later: ast.Call, earlier: ast.Call) -> bool:
+    """The later shuffle's buffer is a literal smaller than the earlier one's: it reorders only
+    locally, and most of the replayed order survives."""
+    a, b = _buffer(later), _buffer(earlier)
+    return a is not None and b is not None and a < b
 
 
 class PyFunctionInDatasetMap(Rule):
