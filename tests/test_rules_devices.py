@@ -74,8 +74,11 @@ def test_tfl503_tensor_sources_and_conversions():
     src = """
     import tensorflow as tf
 
+    w = tf.Variable(1.0)
+
     @tf.function
     def train_step(x):
+        w.assign_sub(0.01 * tf.reduce_mean(x))
         return tf.reduce_sum(x), tf.reduce_mean(x)
 
     metric = tf.keras.metrics.Mean()
@@ -92,7 +95,7 @@ def test_tfl503_tensor_sources_and_conversions():
             batch_losses.append(loss)
         return losses
     """
-    assert lines(src, TensorsAccumulatedInLoop) == [14, 17]
+    assert lines(src, TensorsAccumulatedInLoop) == [17, 20]
 
 
 def test_tfl503_not_outside_training_loops_or_in_traced_code():

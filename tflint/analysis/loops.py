@@ -3,10 +3,13 @@
 A training loop is a ``for``/``while`` loop whose body (not counting nested function
 definitions) calls a ``tf.function`` of the module (decorated or wrapped; not a helper that is
 traced only because traced code calls it), ``fit``/``train_on_batch``, an optimizer's
-``apply_gradients``/``minimize``/``apply``, or ``tape.gradient``. A loop that only computes
-gradients (``tape.gradient``, or tf.functions whose traced code computes gradients and updates
-nothing: no optimizer, no ``assign``) is not one: an attribution loop (integrated gradients,
-saliency maps) collects what it computes on purpose, and trains nothing.
+``apply_gradients``/``minimize``/``apply``, or ``tape.gradient``. A tf.function is a training
+step when its traced code, as far as the module shows it, updates something (an optimizer's
+step, a variable's ``assign``...); one whose code is not in the module counts as one. A loop
+that only computes (tf.functions that update nothing: inference, sampling) or only computes
+gradients (``tape.gradient``, or such tf.functions computing gradients) is not a training loop:
+an attribution loop (integrated gradients, saliency maps) or a sampling loop collects what it
+computes on purpose, and trains nothing.
 
 A loop that runs at most once is no loop for the rules: ``for x in ds.take(1)``,
 ``for b in [next(iter(ds))]``, ``for i in range(1)``, or a body that ends in an unconditional
@@ -34,6 +37,9 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 TRAINING_METHODS = frozenset(
     {"fit", "train_on_batch", "apply_gradients", "minimize", "apply", "gradient", "train_step"}
 )
+# libraries whose functions called by a step do not hide an optimizer's update
+_KNOWN_LIBRARIES = ("tensorflow.", "keras.", "tf_keras.", "numpy.", "math.", "functools.", "itertools.",
+                    "collections.", "typing.", "logging.", "time.", "os.", "sys.", "random.")
 # a training step or an optimizer's: the loop trains
 STEP_METHODS = TRAINING_METHODS - {"gradient"}
 # calls that change a model: an optimizer's step or a variable update
@@ -131,10 +137,11 @@ class LoopFacts:
                     grads = grads or f.attr == "gradient"
                     updates = updates or f.attr in UPDATE_METHODS
                 if self.is_step_call(node):
-                    if not self._computes_gradients_only(node):
+                    kind = self._step_kind(node)
+                    if kind == "update":
                         is_training = True
                         break
-                    grads = True
+                    grads = grads or kind == "gradients"
                 elif isinstance(f, ast.Name) and not updates:
                     updates = self._updates(node)  # a helper of the module that applies them
             # gradients alone train nothing: an attribution loop (integrated gradients,
@@ -149,27 +156,40 @@ class LoopFacts:
         targets = [t for t in traced._resolve_callable(call.func, call, called=True) if not isinstance(t, ast.Lambda)]
         return list(traced._reach(targets, lambda f: False)) if targets else []
 
-    def _method_calls(self, call: ast.Call):
-        traced = self.a.traced
-        for func in self._reached(call):
-            for n in traced._walk_traced_body(func):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                    yield n.func.attr
+    def _method_calls(self, call: ast.Call) -> list[str] | None:
+        """The method names the module's functions that ``call`` runs call (``None``: ``call``
+        runs no function of the module, or one of them calls a function imported from outside
+        TensorFlow, Keras and NumPy, whose code the module does not show)."""
+        reached = self._reached(call)
+        if not reached:
+            return None
+        walk = self.a.traced._walk_traced_body
+        out = []
+        for func in reached:
+            for n in walk(func):
+                if not isinstance(n, ast.Call):
+                    continue
+                if isinstance(n.func, ast.Attribute):
+                    out.append(n.func.attr)
+                q = self.a.call_name(n)
+                if q and "." in q and not q.startswith(_KNOWN_LIBRARIES) and not q.endswith("()"):
+                    return None
+        return out
 
     def _updates(self, call: ast.Call) -> bool:
         """A function of the module that ``call`` runs updates a model (an optimizer's step, a
         variable's ``assign``...)."""
-        return any(m in UPDATE_METHODS for m in self._method_calls(call))
+        return any(m in UPDATE_METHODS for m in self._method_calls(call) or ())
 
-    def _computes_gradients_only(self, call: ast.Call) -> bool:
-        """The tf.function ``call`` runs computes gradients (``.gradient(``) and its traced
-        code, as far as the module shows it, updates nothing."""
-        grads = False
-        for m in self._method_calls(call):
-            if m in UPDATE_METHODS:
-                return False
-            grads = grads or m == "gradient"
-        return grads
+    def _step_kind(self, call: ast.Call) -> str:
+        """What the tf.function ``call`` runs does, as far as the module shows its traced code:
+        ``"update"`` (an optimizer's step or a variable update; also when its code is not in
+        the module), ``"gradients"`` (computes gradients, updates nothing) or ``"compute"``
+        (neither: inference, sampling)."""
+        methods = self._method_calls(call)
+        if methods is None or any(m in UPDATE_METHODS for m in methods):
+            return "update"
+        return "gradients" if "gradient" in methods else "compute"
 
     def is_step_call(self, call: ast.Call) -> bool:
         """``call`` calls a ``tf.function`` of the module: a ``@tf.function`` def, a name or

@@ -279,8 +279,9 @@ class TensorsAccumulatedInLoop(Rule):
     )
     what = (
         "Checks for `list.append(t)` in a training loop (a loop that runs a train step, "
-        "`apply_gradients` or `tape.gradient` with an update; a loop that only computes "
-        "gradients, such as integrated gradients, trains nothing) where `t` is a tensor — the result of a traced "
+        "`apply_gradients` or `tape.gradient` with an update; a loop whose tf.functions update "
+        "nothing, such as sampling, inference or integrated gradients, trains nothing) where "
+        "`t` is a tensor — the result of a traced "
         "step, a model or loss call, or a TensorFlow op — and the list outlives the iteration. "
         "Bounded accumulation of scalars is not reported: a scalar (a reduction, a loss, a "
         "metric's `result()`) appended once per epoch, or in a loop of a stated number of "
@@ -450,14 +451,30 @@ class TensorsAccumulatedInLoop(Rule):
             gradient_batches.append(one_batch(baseline, image, alphas[start:start + batch_size], 3))
         total = tf.concat(gradient_batches, axis=0)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def sample(state):
+            return tf.random.normal([]) + state
+
+        draws = []
+        for _ in range(num_samples):  # a sampling loop: it updates nothing
+            draws.append(sample(0.5))
+        mean = tf.reduce_mean(tf.stack(draws))
+        """,
     ]
     INVALID = [
         """
         import tensorflow as tf
 
+        w = tf.Variable(0.0)
+
         @tf.function
         def train_step(x):
-            return tf.reduce_sum(x)
+            loss = tf.cast(tf.reduce_sum(x), tf.float32) * w
+            w.assign_sub(0.01 * loss)
+            return loss
 
         losses = []
         for x in tf.data.Dataset.range(3).prefetch(1):
@@ -469,7 +486,11 @@ class TensorsAccumulatedInLoop(Rule):
 
         @tf.function
         def train_step(x):
-            return tf.reduce_sum(x)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
 
         losses = []
         for epoch in range(num_epochs):
@@ -509,7 +530,11 @@ class TensorsAccumulatedInLoop(Rule):
 
         @tf.function
         def train_step(x):
-            return x * 2.0
+            with tf.GradientTape() as tape:
+                y = model(x)
+                loss = tf.reduce_mean(y)
+            optimizer.minimize(loss, model.trainable_variables, tape=tape)
+            return y
 
         outputs = []
         for epoch in range(5):
