@@ -154,6 +154,55 @@ def test_tfl202_new_tf_function_per_call_traces_every_time(tmp_path):
     assert_flags(PER_CALL_BAD, PER_CALL_GOOD, "TFL202")
 
 
+GRAPH_ONLY_CREATION = """
+import tensorflow as tf
+
+traces = []
+
+def scaled(x):
+    if tf.executing_eagerly():
+        return x * 2.0
+
+    @tf.function
+    def inner(y):
+        traces.append(1)
+        return y * 2.0
+
+    return inner(x)
+
+@tf.function
+def step(x):
+    return scaled(x) + 1.0
+
+def run(batches):
+    return [step(b) for b in batches]
+"""
+
+
+def test_tfl202_a_function_created_only_while_a_graph_is_built_traces_once_per_trace(tmp_path):
+    """Why a tf.function created under ``if tf.executing_eagerly(): return ...`` (tf_agents'
+    ``xla.compile_in_graph_mode``) is not reported: it is created only while its caller is
+    traced, and traced once per trace of the caller, not per call; the same function without
+    the guard, called eagerly, traces on every call."""
+    batches = [tf.constant(float(i)) for i in range(STEPS)]
+    mod = load(tmp_path, GRAPH_ONLY_CREATION)
+    mod.run(batches)
+    assert len(mod.traces) == 1
+    assert [float(mod.scaled(b)) for b in batches[:2]] == [0.0, 2.0] and len(mod.traces) == 1
+    # as a library shows it, its callers traced in other modules: not reported either
+    library = GRAPH_ONLY_CREATION[:GRAPH_ONLY_CREATION.index("@tf.function\ndef step")] + (
+        "def double(x):\n    return scaled(x)\n\ndef quadruple(x):\n    return scaled(scaled(x))\n")
+    assert lint(library, "TFL202") == []
+    assert len(lint(library.replace("if tf.executing_eagerly():", "if x.shape.rank == 0:"), "TFL202")) == 1
+    unguarded = GRAPH_ONLY_CREATION.replace("    if tf.executing_eagerly():\n        return x * 2.0\n", "")
+    unguarded = unguarded[:unguarded.index("@tf.function\ndef step")] + (
+        "def run(batches):\n    out = []\n    for b in batches:\n        out.append(scaled(b))\n    return out\n")
+    mod = load(tmp_path, unguarded)
+    mod.run(batches)
+    assert len(mod.traces) == STEPS
+    assert len(lint(unguarded, "TFL202")) == 1
+
+
 # -- TFL203: model.predict per batch ---------------------------------------------------------
 
 PREDICT_BAD = """

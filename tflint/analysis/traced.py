@@ -934,6 +934,41 @@ class TracedFunctions:
             child = anc
         return None
 
+    def runs_only_in_graphs(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs only while a graph is built, as its function's tests say: in
+        the ``else`` of ``if tf.executing_eagerly() [or ...]:``, under
+        ``if not tf.executing_eagerly():``, or after ``if tf.executing_eagerly(): return``.
+        Created there, a tf.function is created once per trace of the caller, not per call."""
+        child = node
+        for anc in self.a.ancestors(node):
+            if isinstance(anc, (ast.Lambda, ast.ClassDef)):
+                return False
+            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test:
+                test = anc.test
+                in_else = child in anc.orelse if isinstance(anc, ast.If) else child is anc.orelse
+                if in_else and self._eager_if_true(test):
+                    return True
+                if not in_else and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+                        and self._eager_if_true(test.operand):
+                    return True
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(anc, field, None)
+                if isinstance(block, list) and block:
+                    _, position, exits = self._block_exits(block)
+                    i = position.get(id(child))
+                    if i is not None and any(j < i and self._eager_if_true(prev.test) for j, prev in exits):
+                        return True
+            if isinstance(anc, _FUNCS):
+                return False
+            child = anc
+        return False
+
+    def _eager_if_true(self, test: ast.AST) -> bool:
+        """``test`` is true whenever code runs eagerly: an eager guard, alone or in an ``or``."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            return any(self._eager_if_true(v) for v in test.values)
+        return isinstance(test, ast.Call) and self.is_eager_guard(test)
+
     def _block_exits(self, block: list) -> tuple[list, dict[int, int], list[tuple[int, ast.If]]]:
         """For a statement list: each statement's index, and its ``if ...: return/raise``
         statements in order (memoised: blocks of thousands of statements are scanned once)."""

@@ -349,6 +349,32 @@ class TfFunctionCreatedRepeatedly(Rule):
         """
         import tensorflow as tf
 
+        functions = {}
+        for device, implementation in implementations.items():  # one function per device
+            functions[device] = tf.function(implementation)
+        """,
+        """
+        import tensorflow as tf
+
+        def compiled(fn, *args):
+            if tf.executing_eagerly():
+                return fn(*args)
+
+            @tf.function(jit_compile=True)  # created while the caller is traced: once per trace
+            def call(*a):
+                return fn(*a)
+
+            return call(*args)
+
+        def loss(x):
+            return compiled(tf.reduce_sum, x)
+
+        def norm(x):
+            return compiled(tf.norm, x)
+        """,
+        """
+        import tensorflow as tf
+
         class Trainer:
             def __init__(self, model):
                 self.model = model
@@ -516,6 +542,8 @@ class TfFunctionCreatedRepeatedly(Rule):
             return None
         if traced.guard_of(anchor) is not None:
             return None
+        if traced.runs_only_in_graphs(anchor if defined is None else defined):
+            return None  # created while a graph is built: once per trace of the caller
         creations = [anchor] if defined is None else list(defined.decorator_list)
         if any(traced.used_only_for_tracing(c, defined) for c in creations):
             return None  # built to be traced (`.get_concrete_function`): tracing is the point
@@ -527,6 +555,9 @@ class TfFunctionCreatedRepeatedly(Rule):
             loop = loops[0]
             if bound is not None and self._called_in_nested_loop(ctx, loop, bound):
                 return None  # one graph per outer iteration, reused by the inner loop
+            wrapped = anchor.args[0] if defined is None and isinstance(anchor, ast.Call) and anchor.args else None
+            if isinstance(wrapped, ast.Name) and wrapped.id in a.loops.loop_variables(loop):
+                return None  # each iteration wraps another function: one tf.function each
             return (
                 f"{what} is created inside the loop on line {loop.lineno}: every iteration "
                 f"builds a new function and traces a new graph; create it once before the loop"
@@ -761,6 +792,14 @@ class PerBatchPredict(Rule):
         for step in range(2000):
             preds = model(probe, training=False)
         """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        scores = []
+        for data in [x, x[:, :, ::-1, :]]:  # the images and their mirrors: two whole inputs
+            scores.append(model.predict(data, batch_size=256))
+        """,
     ]
     INVALID = [
         """
@@ -847,7 +886,7 @@ class PerBatchPredict(Rule):
                 continue
             data = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("x", "y"))]
             for loop in a.loops.enclosing_loops(node):
-                if a.loops.is_over_runs(loop):
+                if a.loops.is_over_runs(loop) or _over_listed_items(loop):
                     continue
                 varying = a.loops.varying_names(loop)
                 used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
@@ -916,3 +955,15 @@ class PerBatchPredict(Rule):
         if q is None:
             return True
         return q.startswith(("keras.", "tensorflow."))
+
+
+def _over_listed_items(loop: ast.AST) -> bool:
+    """``for data in [x, x_flipped]:`` (or ``enumerate``/``zip`` of such lists): the source
+    lists each item the loop visits, a whole input each (the training and the test split, an
+    image and its mirror), not the batches of one."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:
+        return all(isinstance(x, (ast.List, ast.Tuple)) for x in (it.args if it.func.id == "zip" else it.args[:1]))
+    return isinstance(it, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in it.elts)
