@@ -298,6 +298,36 @@ def test_tfl110_recursion_retraces_or_never_finishes_tracing():
     assert codes(FACT_GOOD) == []
 
 
+NESTED_JIT = """
+    import tensorflow as tf
+
+    made = []
+
+    def minimize(loss_fn, steps, jit_compile=False):
+        if jit_compile:
+            @tf.function(jit_compile=False)
+            def run_compiled():
+                return minimize(loss_fn, steps, jit_compile=False)
+            made.append(run_compiled)
+            return run_compiled()
+        return tf.add_n([loss_fn() for _ in range(steps)])
+"""
+
+
+def test_tfl110_a_nested_tf_function_that_calls_its_definer_again_is_no_recursion():
+    """Why TensorFlow Probability's ``minimize(jit_compile=True)`` is not reported: the
+    tf.function is defined inside the function its trace calls again; that call makes (or,
+    with ``jit_compile=False``, skips) a tf.function of its own, so each object is traced once
+    and nothing recurses."""
+    ns = run(NESTED_JIT)
+    v = tf.Variable(2.0)
+    for _ in range(3):
+        assert float(ns["minimize"](lambda: v * 1.0, 3, jit_compile=True)) == 6.0
+    assert len(ns["made"]) == 3
+    assert [f.experimental_get_tracing_count() for f in ns["made"]] == [1, 1, 1]
+    assert [c for _, c in codes(NESTED_JIT) if c == "TFL110"] == []
+
+
 # -- TFL605: softmax over one unit -------------------------------------------------------------
 SOFTMAX_BAD = """
     import numpy as np

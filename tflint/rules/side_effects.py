@@ -250,6 +250,10 @@ def _prints_static_facts(call: ast.Call) -> bool:
     return all(static(x) for x in args) and facts > 0 and not any(k.arg == "file" for k in call.keywords)
 
 
+def _inside(a, node: ast.AST, stmt: ast.AST) -> bool:
+    return node is stmt or any(anc is stmt for anc in a.ancestors(node))
+
+
 def _formatted_at_trace_time(e: ast.AST) -> bool:
     """A literal or a string formatted in Python (f-string, ``%``, ``.format``): a ``str`` by
     the time ``print`` sees it, so AutoGraph's converted ``print`` prints it only while tracing."""
@@ -751,6 +755,18 @@ class RebindingInTracedCode(Rule):
             return x
         """,
         """
+        import tensorflow as tf
+
+        class Embedding(tf.keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self._call_id = 0
+
+            def call(self, ids):
+                self._call_id += 1  # numbers each trace's lookup ops, meant to count traces
+                return tf.identity(ids, name=f"lookup_{self._call_id}")
+        """,
+        """
         import keras
         import tensorflow as tf
 
@@ -885,6 +901,18 @@ class RebindingInTracedCode(Rule):
         """
         import tensorflow as tf
 
+        class Embedding(tf.keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self._calls = 0
+
+            def call(self, ids):
+                self._calls += 1  # expect: TFL103
+                return tf.identity(ids, name=f"lookup_{self._calls}") * self._calls
+        """,
+        """
+        import tensorflow as tf
+
         class Stats:
             pass
 
@@ -938,7 +966,7 @@ class RebindingInTracedCode(Rule):
                     ]
                     if not values or not all(_plain_python_value(ctx, v) for v in values):
                         continue
-                    if traced.guard_of(node) is not None:
+                    if traced.guard_of(node) is not None or self._names_only(ctx, node, t.attr):
                         continue
                     ctx.report(
                         node,
@@ -976,6 +1004,38 @@ class RebindingInTracedCode(Rule):
             if reads and all(traced.runs_only_within(a.enclosing_function(n), own) for n in reads):
                 return False
         return traced.is_tensor(node.value)
+
+    @staticmethod
+    def _names_only(ctx: RuleContext, node: ast.AST, attr: str) -> bool:
+        """Every other read of ``self.<attr>`` in the class is formatted into a string (an
+        f-string, ``.format()``, ``%``, ``str()``): a counter that numbers what each trace
+        builds (op or layer names), which is meant to count traces."""
+        a = ctx.analysis
+        cls = a.enclosing_class(node)
+        if cls is None:
+            return False
+        reads = [
+            n for n in ast.walk(cls)
+            if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name) and n.value.id == "self" and not _inside(a, n, node)
+        ]
+
+        def formatted(n: ast.AST) -> bool:
+            for anc in a.ancestors(n):
+                if isinstance(anc, ast.FormattedValue):
+                    return True
+                if isinstance(anc, ast.Call):
+                    f = anc.func
+                    if (isinstance(f, ast.Attribute) and f.attr == "format") or (isinstance(f, ast.Name) and f.id == "str"):
+                        return True
+                    return False
+                if isinstance(anc, ast.BinOp) and isinstance(anc.op, ast.Mod):
+                    return isinstance(anc.left, (ast.Constant, ast.JoinedStr))
+                if isinstance(anc, (ast.stmt, ast.Lambda)):
+                    return False
+            return False
+
+        return bool(reads) and all(formatted(n) for n in reads)
 
     @staticmethod
     def _accumulates(node: ast.AST, target: ast.Attribute) -> bool:
@@ -2173,7 +2233,8 @@ class RecursionInTracedCode(Rule):
     summary = "A `tf.function` that calls itself (directly or through other functions)"
     what = (
         "Checks for a `tf.function` whose traced code calls the same `tf.function` again, "
-        "directly or through functions it calls."
+        "directly or through functions it calls. A `tf.function` defined inside a function "
+        "that its trace calls again is a new `tf.function` on each such call, not the same one."
     )
     why = (
         "Each call of a `tf.function` during tracing traces it again. With a tensor argument "
@@ -2234,6 +2295,19 @@ class RecursionInTracedCode(Rule):
         def f(x):
             return x * fact(4)
         """,
+        """
+        import tensorflow as tf
+
+        def minimize(loss_fn, steps, jit_compile=False):
+            if jit_compile:
+                # a new tf.function on each call of `minimize`: the inner call below makes its
+                # own, and does not take this branch
+                @tf.function(jit_compile=True)
+                def run_jitted():
+                    return minimize(loss_fn, steps, jit_compile=False)
+                return run_jitted()
+            return tf.reduce_sum([loss_fn() for _ in range(steps)])
+        """,
     ]
     INVALID = [
         """
@@ -2279,11 +2353,16 @@ class RecursionInTracedCode(Rule):
         for entry in entries:
             # functions the entry's trace reaches, and through which call each is reached
             reach: dict[ast.AST, None] = {entry: None}
+            # functions whose body defines the entry: entered again, they define a new
+            # tf.function, and calling that one is no recursion of this one
+            definers = {anc for anc in a.ancestors(entry) if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef))}
             todo = [entry]
             while todo and len(reach) < 200:
                 func = todo.pop()
                 for call in self._own_calls(func):
                     for callee in traced._resolve_callable(call.func, call, called=True):
+                        if callee is entry and func in definers:
+                            continue
                         if callee is entry:
                             ctx.report(
                                 call,
