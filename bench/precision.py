@@ -10,6 +10,10 @@ Corpora (real TensorFlow code any machine can reach):
   downloaded with ``pip download --no-deps`` into a cache directory and extracted when absent
   (``--tf-models DIR`` names an extracted copy instead; ``--cache-dir`` or
   ``$TFLINT_PRECISION_CACHE`` moves the cache, default ``~/.cache/tflint/precision``);
+- ``tf_ecosystem`` — twelve pinned wheels of TensorFlow's ecosystem (TF-Agents, TF-GAN,
+  TensorFlow Probability, Model Optimization, Privacy, Recommenders, Ranking, Similarity,
+  Sonnet, KerasCV, KerasTuner, Addons: their examples, training loops and tests), downloaded
+  and extracted into the same cache, one folder per distribution;
 - ``keras``      — the installed ``keras/src`` tree;
 - ``tensorflow`` — the installed ``tensorflow/python`` tree.
 
@@ -54,7 +58,25 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VERDICTS = ROOT / "tests" / "precision" / "verdicts.json"
 TF_MODELS_VERSION = "2.20.0"
 VERDICTS = ("true", "false", "debatable")
-CORPORA = ("tf_models", "keras", "tensorflow")
+CORPORA = ("tf_models", "tf_ecosystem", "keras", "tensorflow")
+# the tf_ecosystem corpus: pinned wheels of TensorFlow's ecosystem (pip arguments for the one
+# that is not pure Python); ECOSYSTEM_VERSION names this set in the verdicts
+ECOSYSTEM_VERSION = "2026.12"
+_LINUX_311 = ("--platform", "manylinux2014_x86_64", "--python-version", "3.11")
+ECOSYSTEM: list[tuple[str, tuple[str, ...]]] = [
+    ("tf-agents==0.19.0", ()),
+    ("tensorflow-gan==2.1.0", ()),
+    ("tensorflow-probability==0.25.0", ()),
+    ("tensorflow-model-optimization==0.8.1", ()),
+    ("tensorflow-privacy==0.8.11", ()),
+    ("tensorflow-recommenders==0.7.7", ()),
+    ("tensorflow-ranking==0.5.5", ()),
+    ("tensorflow-similarity==0.17.1", ()),
+    ("dm-sonnet==2.0.2", ()),
+    ("keras-cv==0.9.0", ()),
+    ("keras-tuner==1.4.8", ()),
+    ("tensorflow-addons==0.23.0", _LINUX_311),
+]
 
 
 class Unavailable(Exception):
@@ -115,6 +137,56 @@ def _dist_version(*names: str) -> str:
     return "unknown"
 
 
+def _download_wheels(base: Path, pins: list[tuple[str, tuple[str, ...]]], timeout: float) -> list[Path]:
+    """The wheels of ``pins`` (``(requirement, extra pip arguments)``), downloaded with pip into
+    ``base/wheels`` unless already there (one pip run per set of extra arguments); raises
+    :class:`Unavailable` without network."""
+    wheels = base / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+
+    def stem(req: str) -> str:
+        name, version = req.split("==")
+        return f"{name.replace('-', '_')}-{version}-"
+
+    missing: dict[tuple[str, ...], list[str]] = {}
+    for req, extra in pins:
+        if not any(wheels.glob(stem(req) + "*.whl")):
+            missing.setdefault(extra, []).append(req)
+    for extra, reqs in missing.items():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--retries", "1", "--timeout", "20", "--quiet",
+               *extra, *reqs, "-d", str(wheels)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise Unavailable(f"pip download failed: {e}") from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise Unavailable(f"pip download of {', '.join(reqs)} failed (no network?): {last}")
+    out = []
+    for req, _ in pins:
+        found = sorted(wheels.glob(stem(req) + "*.whl"))
+        if not found:
+            raise Unavailable(f"pip download of {req} left no wheel in {wheels}")
+        out.append(found[0])
+    return out
+
+
+def _extract(wheels: list[Path], root: Path, subdirs: bool) -> None:
+    """Each wheel extracted into ``root`` (into ``root/<distribution>`` with ``subdirs``),
+    atomically: a half-extracted corpus is never left at ``root``."""
+    tmp = root.parent / f".extract-{os.getpid()}"
+    for whl in wheels:
+        dest = tmp / whl.name.split("-")[0] if subdirs else tmp
+        with zipfile.ZipFile(whl) as zf:
+            zf.extractall(dest)
+    try:
+        tmp.rename(root)
+    except OSError:  # another process extracted it first
+        if not root.is_dir():
+            raise
+
+
 def tf_models_corpus(explicit: str | None = None, cache: str | None = None, download: bool = True,
                      timeout: float = 300) -> Corpus:
     """The extracted tf-models-official wheel: ``explicit`` if given, else the cache, else
@@ -131,28 +203,24 @@ def tf_models_corpus(explicit: str | None = None, cache: str | None = None, down
         return Corpus("tf_models", root, TF_MODELS_VERSION, label)
     if not download:
         raise Unavailable(f"not in the cache ({root}) and downloading is off")
-    wheels = base / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           "--retries", "1", "--timeout", "20",
-           "--quiet", f"tf-models-official=={TF_MODELS_VERSION}", "-d", str(wheels)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise Unavailable(f"pip download failed: {e}") from None
-    found = sorted(wheels.glob(f"tf_models_official-{TF_MODELS_VERSION}-*.whl"))
-    if proc.returncode != 0 or not found:
-        last = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
-        raise Unavailable(f"pip download failed (no network?): {last}")
-    tmp = base / f".extract-{os.getpid()}"
-    with zipfile.ZipFile(found[0]) as zf:
-        zf.extractall(tmp)
-    try:
-        tmp.rename(root)
-    except OSError:  # another process extracted it first
-        if not (root / "official").is_dir():
-            raise
+    _extract(_download_wheels(base, [(f"tf-models-official=={TF_MODELS_VERSION}", ())], timeout), root, False)
     return Corpus("tf_models", root, TF_MODELS_VERSION, label)
+
+
+def ecosystem_corpus(cache: str | None = None, download: bool = True, timeout: float = 300) -> Corpus:
+    """TensorFlow's ecosystem: the wheels of :data:`ECOSYSTEM`, each extracted into a folder
+    named after its distribution (agents, GANs, probability, model optimization, privacy,
+    recommenders, ranking, similarity, Sonnet, KerasCV, KerasTuner, Addons: their examples,
+    training loops and tests)."""
+    label = f"TensorFlow ecosystem wheels ({len(ECOSYSTEM)} packages)"
+    base = cache_dir(cache)
+    root = base / f"tf_ecosystem-{ECOSYSTEM_VERSION}"
+    if root.is_dir():
+        return Corpus("tf_ecosystem", root, ECOSYSTEM_VERSION, label)
+    if not download:
+        raise Unavailable(f"not in the cache ({root}) and downloading is off")
+    _extract(_download_wheels(base, ECOSYSTEM, timeout), root, True)
+    return Corpus("tf_ecosystem", root, ECOSYSTEM_VERSION, label)
 
 
 def installed_corpus(name: str) -> Corpus:
@@ -173,6 +241,8 @@ def get_corpus(name: str, tf_models: str | None = None, cache: str | None = None
                download: bool = True) -> Corpus:
     if name == "tf_models":
         return tf_models_corpus(tf_models, cache, download)
+    if name == "tf_ecosystem":
+        return ecosystem_corpus(cache, download)
     return installed_corpus(name)
 
 

@@ -1,7 +1,8 @@
 """Precision on real TensorFlow code: the judged findings of ``bench/precision.py`` hold.
 
-Every finding of ``tflint check`` on the harness's corpora (the tf-models-official wheel, the
-installed ``keras/src`` and ``tensorflow/python``) was judged by hand once; the verdicts live in
+Every finding of ``tflint check`` on the harness's corpora (the tf-models-official wheel, twelve
+pinned wheels of TensorFlow's ecosystem, the installed ``keras/src`` and ``tensorflow/python``)
+was judged by hand once; the verdicts live in
 ``tests/precision/verdicts.json``. These tests fail when
 
 - a finding judged false, and since fixed, fires again;
@@ -9,11 +10,11 @@ installed ``keras/src`` and ``tensorflow/python``) was judged by hand once; the 
 - ``tflint check`` reports an internal error on a corpus.
 
 New findings with no verdict do not fail (rules change; ``python bench/precision.py`` lists them
-to be judged). A corpus is skipped with the reason when it is not available: the wheel is
+to be judged). A corpus is skipped with the reason when it is not available: the wheels are
 downloaded with pip into the harness's cache and skipped without network; an installed tree
 whose version differs from the one judged is skipped (its lines are other code).
 
-The three corpora are checked once per session (a module-scoped fixture): about 1.2M lines,
+The four corpora are checked once per session (a module-scoped fixture): about 2.2M lines,
 which takes tens of seconds on two cores.
 """
 
