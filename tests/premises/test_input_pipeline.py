@@ -261,6 +261,21 @@ def test_tfl403_shuffle_after_batch_keeps_each_batch_together():
     assert "TFL403" in codes(bad) and "TFL403" not in codes(good)
 
 
+def test_tfl403_a_shuffle_between_two_batches_mixes_the_examples_of_the_second():
+    """Why a shuffle between two batches is not reported (the text-generation pattern: batch
+    tokens into sequences, shuffle the sequences, batch them): the elements the shuffle moves
+    are the examples of the final batches, which are made of other sequences every epoch."""
+    src = """
+    import tensorflow as tf
+    sequences = tf.data.Dataset.range(64).batch(4, drop_remainder=True)
+    ds = sequences.shuffle(16).batch(4)
+    EPOCHS = [[sorted(int(s[0]) for s in b) for b in ds] for _ in range(3)]
+    """
+    e = run(src)["EPOCHS"]
+    assert sorted(e[0]) != sorted(e[1]) and sorted(e[1]) != sorted(e[2])  # new groupings each epoch
+    assert "TFL403" not in codes(src)
+
+
 # -- TFL404 -------------------------------------------------------------------------------
 
 TFL404_SRC = """

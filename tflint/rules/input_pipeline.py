@@ -530,7 +530,9 @@ class ShuffleAfterBatch(Rule):
         "dataset's size, memory permitting). Pipelines split over several statements get no fix."
     )
     what = (
-        "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched. A "
+        "Checks for `Dataset.shuffle(...)` applied to a dataset that was already batched and "
+        "is not batched again after the shuffle (a first `batch` that groups tokens into "
+        "sequences, shuffled and then batched, shuffles the examples). A "
         "shuffle followed by `.take(n)` of at most 16 batches (one random batch to plot or "
         "print) is a look at the data, not a pipeline that epochs replay, and is not reported."
     )
@@ -574,6 +576,14 @@ class ShuffleAfterBatch(Rule):
         for batch in train_ds.shuffle(4).take(1):  # one random batch to look at
             print(batch)
         """,
+        """
+        import tensorflow as tf
+
+        ids = tf.data.Dataset.range(10_000)
+        sequences = ids.batch(101, drop_remainder=True)  # 101 tokens: one training example
+        dataset = sequences.map(lambda s: (s[:-1], s[1:]))
+        dataset = dataset.shuffle(10_000).batch(64, drop_remainder=True)
+        """,
     ]
     INVALID = [
         """
@@ -606,8 +616,14 @@ class ShuffleAfterBatch(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> None:
-        for t in ctx.analysis.datasets.transformations:
-            if t.method != "shuffle":
+        transformations = ctx.analysis.datasets.transformations
+        # steps that a later batching call follows: a shuffle among them reorders the elements
+        # of that later batch (the earlier batch grouped tokens into sequences, frames into
+        # clips), which is what shuffling before batching means
+        rebatched = {s.node for t in transformations if t.method in BATCHING_METHODS
+                     for c in t.receiver for s in c.steps}
+        for t in transformations:
+            if t.method != "shuffle" or t.node in rebatched:
                 continue
             batch = None
             for chain in t.receiver:
