@@ -364,6 +364,36 @@ def test_tfl301_unwatched_tensor_gradient_is_none(ran):
     assert lint(PROGRAMS["301_good"], "TFL301") == []
 
 
+SOURCES_301 = """
+import tensorflow as tf
+
+x0 = tf.Variable(3.0)
+x1 = tf.Variable(3.0, trainable=False)
+x2 = tf.Variable(2.0) + 1.0
+x3 = tf.constant(3.0)
+
+with tf.GradientTape() as tape:
+    y = x0 ** 2 + x1 ** 2 + x2 ** 2 + x3 ** 2
+
+GRADS = tape.gradient(y, [x0, x1, x2, x3])
+"""
+
+
+def test_tfl301_a_non_trainable_variable_and_every_plain_tensor_get_none():
+    """The tf.GradientTape guide's four sources: a tape watches trainable variables only, so a
+    ``trainable=False`` variable's gradient is None like a plain tensor's; one finding names
+    the three, and ``tape.watch([x1, x2, x3])`` gives all four gradients."""
+    from tests.premises._probe import run
+
+    grads = run(SOURCES_301)["GRADS"]
+    assert [g is None for g in grads] == [False, True, True, True]
+    found = lint(SOURCES_301, "TFL301")
+    assert len(found) == 1 and all(f"`{n}`" in found[0].message for n in ("x1", "x2", "x3"))
+    fixed = SOURCES_301.replace("    y = x0", "    tape.watch([x1, x2, x3])\n    y = x0")
+    assert [float(g) for g in run(fixed)["GRADS"]] == [6.0, 6.0, 6.0, 6.0]
+    assert lint(fixed, "TFL301") == []
+
+
 def test_tfl302_forward_pass_outside_the_tape_gives_none(ran):
     assert ran["302_bad"]["seen"]["none"] == [True, True]
     assert ran["302_good"]["seen"]["none"] == [False, False]

@@ -178,6 +178,7 @@ class Val:
     roots: frozenset = frozenset()  # objects an attribute alias reads from (`v = model.trainable_variables`)
     op: str | None = None  # "call" / "op": the value was computed by an operation
     qual: str | None = None  # qualified name of the call that produced it ("keras.losses.MSE()")
+    trainable: bool = True  # False: a variable created with ``trainable=False`` (tapes do not watch it)
 
 
 NONE_VAL = Val(kind="python")
@@ -197,6 +198,7 @@ def join(a: Val, b: Val) -> Val:
         roots=a.roots | b.roots,
         op=a.op if a.op == b.op else (a.op or b.op),
         qual=a.qual if a.qual == b.qual else None,
+        trainable=a.trainable or b.trainable,
     )
 
 
@@ -514,7 +516,7 @@ class _Interp:
         if not self.inside:
             return v
         deps, fwd = v.deps, v.fwd
-        if name in self.watched or (self.auto_watch and v.kind in ("variable", "unknown")):
+        if name in self.watched or (self.auto_watch and v.kind in ("variable", "unknown") and v.trainable):
             deps = deps | {("n", name)}
         if (
             v.op == "model"
@@ -820,6 +822,10 @@ class _Interp:
     def known_call(self, node: ast.Call, qn: str, args, kwargs, allargs, origin) -> Val:
         last = qn.rsplit(".", 1)[-1]
         if qn in VARIABLE_CTORS:
+            trainable = _kw(node, "trainable", 1) if qn.rsplit(".", 1)[-1] == "Variable" else None
+            if isinstance(trainable, ast.Constant) and trainable.value is False:
+                return Val(kind="variable", origin=f"`{_short(node.func)}(..., trainable=False)`", op="call",
+                           qual=qn + "()", trainable=False)
             return Val(kind="variable", origin=origin, op="call", qual=qn + "()")
         if qn in GRADIENT_TAPE:
             return Val(kind="object", origin="a GradientTape", op="call", qual=qn + "()")

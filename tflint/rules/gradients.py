@@ -37,9 +37,10 @@ class UnwatchedTensorSource(Rule):
     )
     what = (
         "Checks `tape.gradient(target, sources)` calls where a source is a plain tensor — a "
-        "`tf.constant`, a converted array, the result of an op or a model call — that the tape "
-        "never watched with `tape.watch(...)`. Also flags variables as sources of a tape "
-        "created with `watch_accessed_variables=False` that watches nothing."
+        "`tf.constant`, a converted array, the result of an op or a model call — or a variable "
+        "created with `trainable=False` that the tape never watched with `tape.watch(...)`; one "
+        "finding names every such source of the call. Also flags variables as sources of a "
+        "tape created with `watch_accessed_variables=False` that watches nothing."
     )
     why = (
         "A `GradientTape` records operations only on what it watches: trainable variables it "
@@ -112,6 +113,15 @@ class UnwatchedTensorSource(Rule):
                 loss = loss_fn(y, model(x))
             return tape.gradient(loss, model.trainable_variables)
         """,
+        """
+        import tensorflow as tf
+
+        scale = tf.Variable(2.0, trainable=False)
+        with tf.GradientTape() as tape:
+            tape.watch(scale)
+            y = scale * scale
+        dy = tape.gradient(y, scale)
+        """,
     ]
     INVALID = [
         """
@@ -152,12 +162,23 @@ class UnwatchedTensorSource(Rule):
             y = w * w
         g = tape.gradient(y, [w])  # expect: TFL301
         """,
+        """
+        import tensorflow as tf
+
+        w = tf.Variable(3.0)
+        frozen = tf.Variable(3.0, trainable=False)
+        b = tf.constant(1.0)
+        with tf.GradientTape() as tape:
+            y = w * frozen + b
+        grads = tape.gradient(y, [w, frozen, b])  # expect: TFL301
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
         facts = ctx.analysis.tapes
         for flow in facts.flows():
             tape = flow.tape
+            unwatched = []  # (name, what it is, value): sources the tape never watches
             for sf in flow.source_facts:
                 if sf.watched:
                     continue
@@ -165,17 +186,10 @@ class UnwatchedTensorSource(Rule):
                 line = _first_line(v.defs)
                 where = f" on line {line}" if line else ""
                 if sf.name is not None and v.kind in ("tensor", "array") and not v.deps:
-                    origin = v.origin or "an operation"
-                    ctx.report(
-                        flow.call,
-                        f"`{sf.name}` is a plain tensor ({origin}{where}), not a Variable, and "
-                        f"`{tape.label}` never watches it: `{tape.label}.{flow.method}` returns None "
-                        f"for it. Call `{tape.label}.watch({sf.name})` inside the `with` block "
-                        f"(line {tape.line}) or make it a `tf.Variable`",
-                        fix=_watch_fix(ctx, tape, sf.name, v) if v.kind == "tensor" else None,
-                    )
-                    break
-                if (
+                    unwatched.append((sf.name, f"a plain tensor ({v.origin or 'an operation'}{where})", v))
+                elif sf.name is not None and v.kind == "variable" and not v.trainable:
+                    unwatched.append((sf.name, f"a non-trainable Variable ({v.origin}{where})", v))
+                elif (
                     tape.watch_accessed_variables is False
                     and not tape.watches
                     and v.kind == "variable"
@@ -189,18 +203,48 @@ class UnwatchedTensorSource(Rule):
                         fix=_watch_fix(ctx, tape, sf.name, v) if sf.name else None,
                     )
                     break
+            if not unwatched:
+                continue
+            names = [n for n, _, _ in unwatched]
+            # a NumPy array is converted anew by each op: watching it watches nothing the
+            # target depends on
+            fixable = all(v.kind in ("tensor", "variable") for _, _, v in unwatched)
+            fix = _watch_fix(ctx, tape, names, [v for _, _, v in unwatched]) if fixable else None
+            if len(unwatched) == 1:
+                name, what, _ = unwatched[0]
+                ctx.report(
+                    flow.call,
+                    f"`{name}` is {what}, and `{tape.label}` never watches it: "
+                    f"`{tape.label}.{flow.method}` returns None for it. Call `{tape.label}.watch({name})` "
+                    f"inside the `with` block (line {tape.line}) or make it a trainable `tf.Variable`",
+                    fix=fix,
+                )
+                continue
+            listed = "; ".join(f"`{n}` is {what}" for n, what, _ in unwatched)
+            ctx.report(
+                flow.call,
+                f"`{tape.label}` never watches {len(unwatched)} of the sources ({listed}): "
+                f"`{tape.label}.{flow.method}` returns None for each. Call "
+                f"`{tape.label}.watch([{', '.join(names)}])` inside the `with` block (line {tape.line})",
+                fix=fix,
+            )
 
 
-def _watch_fix(ctx: RuleContext, tape, name: str, val) -> Fix | None:
-    """``tape.watch(name)`` as the first statement of the tape's ``with`` block, when ``name``
-    is bound before the block (its value is the one the block computes with)."""
-    if not tape.withs or tape.name is None or any(inside for _, inside in val.defs):
+def _watch_fix(ctx: RuleContext, tape, names, vals) -> Fix | None:
+    """``tape.watch(x)`` (``tape.watch([x, y])`` for several) as the first statement of the
+    tape's ``with`` block, when each name is bound before the block (its value is the one the
+    block computes with)."""
+    if isinstance(names, str):
+        names, vals = [names], [vals]
+    if not names or not tape.withs or tape.name is None:
         return None
     block = tape.withs[0]
-    if any(line > block.lineno for line, _ in val.defs):
-        return None
-    edit = insert_first_in_block(ctx, block.body, f"{tape.name}.watch({name})")
-    return Fix(f"Watch `{name}` at the start of the `with` block", (edit,)) if edit else None
+    for val in vals:
+        if any(inside for _, inside in val.defs) or any(line > block.lineno for line, _ in val.defs):
+            return None
+    arg = names[0] if len(names) == 1 else f"[{', '.join(names)}]"
+    edit = insert_first_in_block(ctx, block.body, f"{tape.name}.watch({arg})")
+    return Fix(f"Watch `{arg}` at the start of the `with` block", (edit,)) if edit else None
 
 
 class TargetOutsideTape(Rule):
