@@ -252,6 +252,30 @@ def test_tfl111_python_iterator_is_read_once():
     assert codes(NEXT_GOOD) == []
 
 
+NEXT_ARGUMENT = """
+    import tensorflow as tf
+
+    @tf.function
+    def consume_next(iterator):
+        return next(iterator) * 1
+
+    iterator = {source}
+    seen = [int(consume_next(iterator)) for _ in range(3)]
+"""
+
+
+def test_tfl111_a_python_iterator_passed_in_is_read_once_too():
+    """The tf.function guide's ``buggy_consume_next``: the iterator is an argument, and a Python
+    object keys the trace by its identity, so the next calls reuse the trace and the iterator
+    never advances; a ``tf.data`` iterator passed the same way advances on every call."""
+    bad = NEXT_ARGUMENT.format(source="iter([1, 2, 3])")
+    good = NEXT_ARGUMENT.format(source="iter(tf.data.Dataset.from_tensor_slices([1, 2, 3]))")
+    assert run(bad)["seen"] == [1, 1, 1]
+    assert run(good)["seen"] == [1, 2, 3]
+    assert codes(bad) == [(6, "TFL111")]
+    assert codes(good) == []
+
+
 # -- TFL110: a tf.function that calls itself ---------------------------------------------------
 FACT_BAD = """
     import tensorflow as tf

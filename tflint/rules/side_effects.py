@@ -2451,6 +2451,15 @@ class PythonIteratorInTracedCode(Rule):
             first = next(it)
             return first + sum(it)
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def consume_next(iterator):
+            tf.print("Value:", next(iterator))
+
+        consume_next(iter(tf.data.Dataset.range(3)))
+        """,
     ]
     INVALID = [
         """
@@ -2488,6 +2497,17 @@ class PythonIteratorInTracedCode(Rule):
             def step(self, x):
                 return x * next(self.rates)  # expect: TFL111
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def consume_next(iterator):
+            tf.print("Value:", next(iterator))  # expect: TFL111
+
+        iterator = iter([1, 2, 3])
+        consume_next(iterator)
+        consume_next(iterator)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -2504,9 +2524,11 @@ class PythonIteratorInTracedCode(Rule):
             it = call.args[0]
             values = origins(a, it)
             if values is None:
-                continue
+                values = self._passed_in(ctx, it, func)
+                if not values:
+                    continue
             # created inside the same trace: a fresh iterator per trace is consumed within it
-            if isinstance(it, ast.Name) and traced.defining_scope(it.id, it) is func:
+            elif isinstance(it, ast.Name) and traced.defining_scope(it.id, it) is func:
                 continue
             if all(self._python_iterator(ctx, v) for v in values):
                 ctx.report(
@@ -2515,6 +2537,37 @@ class PythonIteratorInTracedCode(Rule):
                     f"while tracing: every call reuses that first element as a constant. Iterate a "
                     f"`tf.data.Dataset` instead, or pass the element in as an argument",
                 )
+
+    @staticmethod
+    def _passed_in(ctx: RuleContext, it: ast.AST, func: ast.AST) -> list[ast.AST]:
+        """``next(it)`` where ``it`` is a parameter of the tf.function ``func``: the values the
+        module's calls of ``func`` pass for it, followed to their bindings (``it = iter([...])``
+        at the call site). A Python object argument keys the trace by its identity, so later
+        calls with the same iterator reuse the trace and never call ``next`` again."""
+        from tflint.analysis.values import origins
+
+        a = ctx.analysis
+        traced = a.traced
+        if not isinstance(it, ast.Name) or isinstance(func, ast.Lambda) or traced.tf_function_decorator(func) is None:
+            return []
+        params = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
+        if it.id not in params and it.id not in [p.arg for p in func.args.kwonlyargs]:
+            return []
+        if it.id in traced.local_names(func) - set(params) - {p.arg for p in func.args.kwonlyargs}:
+            return []
+        out: list[ast.AST] = []
+        sites = traced.call_sites(func)
+        for site in sites:
+            arg = next((k.value for k in site.keywords if k.arg == it.id), None)
+            if arg is None and it.id in params and params.index(it.id) < len(site.args):
+                arg = site.args[params.index(it.id)]
+            if arg is None or isinstance(arg, ast.Starred):
+                return []
+            bound = origins(a, arg) if isinstance(arg, ast.Name) else [arg]
+            if not bound:
+                return []
+            out.extend(bound)
+        return out
 
     @staticmethod
     def _python_iterator(ctx: RuleContext, value: ast.AST) -> bool:
