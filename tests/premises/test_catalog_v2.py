@@ -512,6 +512,72 @@ def test_tfl608_keras3_does_not_train_plain_tf_variables():
     assert codes(UNTRACKED_GOOD) == []
 
 
+STATE_608 = """
+    import os
+    import tempfile
+
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    class Counter(keras.layers.Layer):
+        def build(self, shape):
+            self.seen = {variable}
+
+        def call(self, x):
+            self.seen.assign_add(tf.cast(tf.shape(x)[0], tf.float32))
+            return x
+
+    def build():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1), Counter()])
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    model = build()
+    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), batch_size=4, epochs=1, verbose=0)
+    folder = tempfile.mkdtemp()
+    model.save_weights(os.path.join(folder, "w.weights.h5"))
+    restored = build()
+    restored.load_weights(os.path.join(folder, "w.weights.h5"))
+    SEEN = [float(m.layers[-1].seen.numpy()) for m in (model, restored)]
+"""
+TF_CHECKPOINT_608 = """
+    checkpoint = tf.train.Checkpoint(model=model).save(os.path.join(folder, "ckpt"))
+    from_checkpoint = build()
+    from_checkpoint(np.zeros((1, 2)))
+    tf.train.Checkpoint(model=from_checkpoint).restore(checkpoint)
+    SEEN.append(float(from_checkpoint.layers[-1].seen.numpy()))
+"""
+
+
+SAVED_MODEL_608 = """
+    tf.saved_model.save(model, os.path.join(folder, "saved"))
+    loaded = tf.saved_model.load(os.path.join(folder, "saved"))
+    LOADED = [float(v.numpy()) for v in tf.train.TrackableView(loaded).descendants()
+              if isinstance(v, tf.Variable) and v.shape == ()]
+"""
+
+
+def test_tfl608_state_in_a_plain_tf_variable_is_not_saved_by_keras():
+    """A ``trainable=False`` plain tf.Variable that the layer updates: fit updates it (8
+    examples seen), but it is not in ``weights``, so ``save_weights``/``load_weights`` bring
+    back its initial value (0); ``self.add_weight(..., trainable=False)`` is saved, and
+    ``tf.train.Checkpoint`` restores the plain variable too (a module that saves that way is
+    not reported)."""
+    bad = STATE_608.format(variable="tf.Variable(0.0, trainable=False)")
+    good = STATE_608.format(variable='self.add_weight(shape=(), initializer="zeros", trainable=False)')
+    assert run(bad)["SEEN"] == [8.0, 0.0]
+    assert run(good)["SEEN"] == [8.0, 8.0]
+    assert codes(bad) == [(11, "TFL608")]
+    assert codes(good) == []
+    checkpointed = bad + textwrap.indent(textwrap.dedent(TF_CHECKPOINT_608), "    ")
+    assert run(checkpointed)["SEEN"] == [8.0, 0.0, 8.0]
+    assert codes(checkpointed) == []
+    saved = bad + textwrap.indent(textwrap.dedent(SAVED_MODEL_608), "    ")
+    assert 8.0 in run(saved)["LOADED"]  # SavedModel keeps the plain variable too
+    assert codes(saved) == []
+
+
 # -- TFL607: mixed_float16 with a custom loop that never scales the loss ------------------------
 MIXED_BAD = """
     import numpy as np

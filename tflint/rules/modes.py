@@ -1104,17 +1104,23 @@ class UntrackedVariableInKerasClass(Rule):
     code = "TFL608"
     name = "tf-variable-untracked-by-keras-3"
     severity = Severity.ERROR
-    summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained"
+    summary = "Plain `tf.Variable` attribute of a Keras 3 `Layer`/`Model` is not trained or not saved"
     what = (
-        "Checks for `self.<name> = tf.Variable(...)` (trainable, the default, and not updated "
-        "by hand with `.assign()`) in a method of a Keras `Layer` or `Model` subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` "
-        "is Keras 2 and is not checked)."
+        "Checks for `self.<name> = tf.Variable(...)` in a method of a Keras `Layer` or `Model` "
+        "subclass, for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing "
+        "`tf_keras` is Keras 2 and is not checked): a trainable one (the default, not updated by "
+        "hand with `.assign()`) is not trained; state (`trainable=False`, or updated with "
+        "`.assign()`) that the module updates is not saved, unless the module saves with "
+        "`tf.train.Checkpoint` or `tf.saved_model.save`."
     )
     why = (
         "Keras 3 tracks its own `keras.Variable`s, not `tf.Variable`s: a plain `tf.Variable` "
         "attribute is missing from `trainable_variables`, so `fit` computes no gradient for it and "
         "never updates it. Training runs, the loss stays where it started, and nothing fails (a "
-        "TensorFlow 2 tutorial ported to Keras 3 trains for ten epochs with a constant loss)."
+        "TensorFlow 2 tutorial ported to Keras 3 trains for ten epochs with a constant loss). "
+        "State kept that way (a counter, running statistics) is updated, but it is missing from "
+        "`weights` too: `model.save()` and `save_weights()` leave it out, and the loaded model "
+        "silently starts it again from its initial value."
     )
     example = (
         """
@@ -1168,7 +1174,22 @@ class UntrackedVariableInKerasClass(Rule):
 
         class Standardize(keras.layers.Layer):
             def build(self, shape):
-                self.mean = tf.Variable(tf.zeros(shape[-1:]), trainable=False)
+                self.mean = self.add_weight(shape=shape[-1:], initializer="zeros", trainable=False)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Counter(keras.layers.Layer):
+            def build(self, shape):
+                self.seen = tf.Variable(0.0, trainable=False)
+
+            def call(self, x):
+                self.seen.assign_add(1.0)
+                return x
+
+        model = keras.Sequential([Counter()])
+        checkpoint = tf.train.Checkpoint(model=model)  # saves TensorFlow objects, this one too
         """,
         """
         import tf_keras as keras
@@ -1209,6 +1230,24 @@ class UntrackedVariableInKerasClass(Rule):
                 super().__init__()
                 self.b, self.n = tf.Variable(tf.zeros(n)), n  # expect: TFL608
         """,
+        """
+        import keras
+        import tensorflow as tf
+
+        class Standardize(keras.layers.Layer):
+            def build(self, shape):
+                self.mean = tf.Variable(tf.zeros(shape[-1:]), trainable=False)  # expect: TFL608
+                self.count = tf.Variable(0.0)  # expect: TFL608
+                self.scale = tf.Variable(1.0, trainable=False)  # a constant: nothing to save
+
+            def call(self, x):
+                self.count.assign_add(1.0)
+                return (x - self.mean) * self.scale
+
+        layer = Standardize()
+        layer.build((None, 4))
+        layer.mean.assign(tf.ones(4))  # adapted from the data
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -1216,6 +1255,17 @@ class UntrackedVariableInKerasClass(Rule):
             return
         a = ctx.analysis
         traced = a.traced
+        # a module that saves with TensorFlow's own checkpoints or SavedModel saves what the
+        # layer tracks as a TensorFlow object, plain tf.Variables included
+        tf_checkpoints = any(a.call_name(n) in _TF_CHECKPOINTS for n in a.nodes(ast.Call))
+        # attributes the module updates with `.assign()` (`self.v.assign(...)`, `layer.v.assign(...)`):
+        # state that changes, whose value a save would have to keep
+        updated = {
+            n.func.value.attr
+            for n in a.nodes(ast.Call)
+            if isinstance(n.func, ast.Attribute) and n.func.attr in ("assign", "assign_add", "assign_sub")
+            and isinstance(n.func.value, ast.Attribute)
+        }
         for cls in a.nodes(ast.ClassDef):
             if not traced.is_keras_class(cls):
                 continue
@@ -1239,24 +1289,38 @@ class UntrackedVariableInKerasClass(Rule):
                         if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
                             pairs = list(zip(t.elts, node.value.elts))
                         for tt, v in pairs:
-                            if (
+                            if not (
                                 isinstance(tt, ast.Attribute)
                                 and isinstance(tt.value, ast.Name)
                                 and tt.value.id == "self"
-                                and tt.attr not in assigned
                                 and isinstance(v, ast.Call)
                                 and a.call_name(v) in _TF_VARIABLE
-                                and not any(
-                                    k.arg == "trainable" and isinstance(k.value, ast.Constant) and k.value.value is False
-                                    for k in v.keywords
-                                )
                             ):
+                                continue
+                            frozen = any(
+                                k.arg == "trainable" and isinstance(k.value, ast.Constant) and k.value.value is False
+                                for k in v.keywords
+                            )
+                            if not frozen and tt.attr not in assigned:
                                 ctx.report(
                                     node,
                                     f"`self.{tt.attr} = tf.Variable(...)` in Keras 3 `{cls.name}` is not tracked: "
                                     f"it is missing from `trainable_variables` and `fit` never updates it. "
                                     f"Use `self.add_weight(...)` or `keras.Variable(...)`",
                                 )
+                            elif tt.attr in updated and not tf_checkpoints:
+                                ctx.report(
+                                    node,
+                                    f"`self.{tt.attr} = tf.Variable(...)` in Keras 3 `{cls.name}` is state Keras "
+                                    f"does not track: it is missing from `weights`, so `model.save()` and "
+                                    f"`save_weights()` do not save it and a loaded model starts it from its "
+                                    f"initial value. Use `self.add_weight(..., trainable=False)`",
+                                )
+
+
+# TensorFlow's own saving (object-based: it follows attributes, plain tf.Variables included)
+_TF_CHECKPOINTS = frozenset({"tensorflow.train.Checkpoint", "tensorflow.train.CheckpointManager",
+                             "tensorflow.compat.v2.train.Checkpoint", "tensorflow.saved_model.save"})
 
 
 _SET_POLICY = frozenset(
