@@ -220,6 +220,35 @@ def test_tfl402_a_random_keras_layer_is_stateful_only_where_it_draws():
     assert lines == {8, 9}, lines  # the two maps that draw, not the one that applies
 
 
+def test_tfl402_a_random_branch_a_python_flag_turns_off_draws_nothing():
+    """Hands-On ML's ``preprocess(image, label, randomize=False)``: the ``if randomize:`` branch
+    is decided while tracing, so the validation map (the default, False) has no random op and
+    tf.data parallelizes it, and ``keras.applications.xception.preprocess_input`` is stateless;
+    the training map (``partial(preprocess, randomize=True)``) stays sequential."""
+    src = """
+    import functools
+
+    import keras
+    import tensorflow as tf
+
+    def preprocess(image, label, randomize=False):
+        if randomize:
+            image = tf.image.random_flip_left_right(image)
+        image = tf.image.resize(image, [32, 32])
+        return keras.applications.xception.preprocess_input(image), label
+
+    raw = tf.data.Dataset.from_tensor_slices((tf.zeros([8, 40, 40, 3]), tf.zeros([8])))
+    train = raw.map(functools.partial(preprocess, randomize=True))
+    valid = raw.map(preprocess)
+    """
+    ns = run(src)
+    assert "ParallelMapV2" in pipeline_nodes(ns["valid"])
+    nodes = pipeline_nodes(ns["train"])
+    assert "Map" in nodes and "ParallelMapV2" not in nodes
+    lines = {line for line, code in findings(src) if code == "TFL402"}
+    assert lines == {14}, lines  # the training map only
+
+
 def test_tfl402_num_parallel_calls_speeds_up_a_slow_stateful_map():
     src = """
     import time

@@ -547,14 +547,40 @@ class DatasetFacts:
         if call in memo:
             return memo[call]
         found = None
-        for f in functions_run_by(self, self.map_functions(call)):
-            found = self._stateful_in(f)
+        top = self.map_functions(call)
+        flags = self.python_flags(call, top)
+        for f in functions_run_by(self, top, flags=flags):
+            found = self._stateful_in(f, flags if f in top else {})
             if found is not None:
                 break
         memo[call] = found
         return found
 
-    def _stateful_in(self, func: ast.AST) -> ast.AST | None:
+    def python_flags(self, call: ast.Call, funcs: list[ast.AST]) -> dict[str, bool]:
+        """The Python booleans the map function's parameters hold when ``call`` runs it: their
+        literal defaults, or what ``functools.partial(f, flag=True)`` binds. A branch under
+        ``if flag:`` is then taken, or not, while tracing, once for every element."""
+        fn = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "map_func"), None)
+        bound: dict[str, bool] = {}
+        if isinstance(fn, ast.Call) and self.a.call_name(fn) == "functools.partial":
+            for k in fn.keywords:
+                if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, bool):
+                    bound[k.arg] = k.value.value
+        out: dict[str, bool] = {}
+        for f in funcs:
+            if isinstance(f, ast.Lambda):
+                continue
+            args = f.args
+            positional = [*args.posonlyargs, *args.args]
+            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                if isinstance(default, ast.Constant) and isinstance(default.value, bool):
+                    out[arg.arg] = default.value
+        out.update(bound)
+        return out
+
+    def _stateful_in(self, func: ast.AST, flags: dict[str, bool] | None = None) -> ast.AST | None:
         a = self.a
         values = self._stateful_values()
         body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
@@ -563,6 +589,11 @@ class DatasetFacts:
             node = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 continue
+            if flags and isinstance(node, ast.If):
+                value = _flag_value(node.test, flags)
+                if value is not None:  # decided while tracing: only the branch taken runs
+                    stack.extend(reversed(node.body if value else node.orelse))
+                    continue
             if isinstance(node, ast.Call):
                 if self._applies_given_transformation(node, values):
                     stack.extend(reversed([*node.args, *(k.value for k in node.keywords)]))
@@ -576,7 +607,7 @@ class DatasetFacts:
                         )
                         if not stateless:
                             return node
-                    elif q.startswith(_STATEFUL_PREFIXES) or q.startswith(_STATEFUL_VALUE_PREFIXES):
+                    elif q.startswith(_STATEFUL_PREFIXES) or _stateful_value_name(q):
                         return node
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in values:
                 return node
@@ -624,7 +655,7 @@ class DatasetFacts:
                 if not isinstance(value, ast.Call):
                     continue
                 q = self.a.call_name(value)
-                if not q or not q.startswith(_STATEFUL_VALUE_PREFIXES) or q.startswith(_NOT_STATEFUL_PREFIXES):
+                if not q or not _stateful_value_name(q) or q.startswith(_NOT_STATEFUL_PREFIXES):
                     continue
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -1118,21 +1149,49 @@ class DatasetFacts:
         return False
 
 
-def _iter_calls(func: ast.AST):
-    """Calls in a function body, nested functions excluded (a lambda's body included)."""
+def _iter_calls(func: ast.AST, flags: dict[str, bool] | None = None):
+    """Calls in a function body, nested functions excluded (a lambda's body included); with
+    ``flags`` (Python booleans of its parameters), only in the branches they take."""
     body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
     stack = list(reversed(body))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
+        if flags and isinstance(node, ast.If):
+            value = _flag_value(node.test, flags)
+            if value is not None:
+                stack.extend(reversed(node.body if value else node.orelse))
+                continue
         if isinstance(node, ast.Call):
             yield node
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def functions_run_by(facts: DatasetFacts, funcs: list[ast.AST], depth: int = 3) -> list[ast.AST]:
-    """``funcs`` and the functions of the module they call, transitively (``depth`` levels)."""
+def _stateful_value_name(q: str) -> bool:
+    """A constructor of an object that reads state (a variable, a lookup table, a Keras model);
+    of ``keras.applications`` only the models (``ResNet50``), not the functions beside them
+    (``preprocess_input``, ``decode_predictions``: stateless ops, checked on TensorFlow 2.21)."""
+    if not q.startswith(_STATEFUL_VALUE_PREFIXES):
+        return False
+    return not q.startswith("keras.applications.") or q.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _flag_value(test: ast.AST, flags: dict[str, bool]) -> bool | None:
+    """The value of ``flag`` / ``not flag`` for a Python boolean parameter, else ``None``."""
+    if isinstance(test, ast.Name) and test.id in flags:
+        return flags[test.id]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _flag_value(test.operand, flags)
+        return None if inner is None else not inner
+    return None
+
+
+def functions_run_by(facts: DatasetFacts, funcs: list[ast.AST], depth: int = 3,
+                     flags: dict[str, bool] | None = None) -> list[ast.AST]:
+    """``funcs`` and the functions of the module they call, transitively (``depth`` levels);
+    ``flags``: the Python booleans of ``funcs``' parameters (calls in branches they do not take
+    are not followed)."""
     out: list[ast.AST] = []
     frontier = list(funcs)
     for _ in range(depth + 1):
@@ -1141,7 +1200,7 @@ def functions_run_by(facts: DatasetFacts, funcs: list[ast.AST], depth: int = 3) 
             if f in out:
                 continue
             out.append(f)
-            for call in _iter_calls(f):
+            for call in _iter_calls(f, flags if f in funcs else None):
                 if isinstance(call.func, (ast.Name, ast.Attribute)):
                     for g in facts.resolve_callable(call.func, call) if not isinstance(call.func, ast.Lambda) else []:
                         if g not in out and not isinstance(g, ast.Lambda):
@@ -1150,6 +1209,6 @@ def functions_run_by(facts: DatasetFacts, funcs: list[ast.AST], depth: int = 3) 
     return out
 
 
-def calls_in(func: ast.AST):
+def calls_in(func: ast.AST, flags: dict[str, bool] | None = None):
     """Public alias of the body walk used by rules."""
-    return _iter_calls(func)
+    return _iter_calls(func, flags)

@@ -93,10 +93,12 @@ class _RandomOps:
                 return any(self.is_random_layer(e, depth + 1) for e in layers.elts)
         return False
 
-    def random_call(self, funcs: list[ast.AST]) -> ast.Call | None:
-        """The first call that draws random numbers in ``funcs`` (and the functions they call)."""
-        for f in functions_run_by(self.a.datasets, funcs):
-            for call in calls_in(f):
+    def random_call(self, funcs: list[ast.AST], flags: dict[str, bool] | None = None) -> ast.Call | None:
+        """The first call that draws random numbers in ``funcs`` (and the functions they call);
+        ``flags``: the Python booleans of ``funcs``' parameters (branches they do not take
+        draw nothing)."""
+        for f in functions_run_by(self.a.datasets, funcs, flags=flags):
+            for call in calls_in(f, flags if f in funcs else None):
                 if _is_random_name(self.a.call_name(call)):
                     return call
                 callee = call.func
@@ -416,6 +418,22 @@ class MapWithoutParallelCalls(Rule):
         # applies the given transformation: nothing random is drawn, tf.data parallelizes it
         images = images.map(lambda x: flip.transform_images(x, transformation=transformation))
         """,
+        """
+        import functools
+
+        import keras
+        import tensorflow as tf
+
+        def preprocess(image, label, randomize=False):
+            if randomize:
+                image = tf.image.random_flip_left_right(image)
+            image = tf.image.resize(image, [224, 224])
+            return keras.applications.xception.preprocess_input(image), label
+
+        train = train_raw.map(functools.partial(preprocess, randomize=True),
+                              num_parallel_calls=tf.data.AUTOTUNE)
+        valid = valid_raw.map(preprocess)  # randomize=False: nothing random, tf.data parallelizes it
+        """,
     ]
     INVALID = [
         """
@@ -436,6 +454,19 @@ class MapWithoutParallelCalls(Rule):
 
         ds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))
         ds = ds.map(augment)  # expect: TFL402
+        """,
+        """
+        import functools
+
+        import tensorflow as tf
+
+        def preprocess(image, randomize=False):
+            if randomize:
+                image = tf.image.random_flip_left_right(image)
+            return image
+
+        ds = tf.data.Dataset.from_tensor_slices(tf.zeros([4, 8, 8, 3]))
+        train = ds.map(functools.partial(preprocess, randomize=True))  # expect: TFL402
         """,
         """
         import tensorflow as tf
@@ -791,7 +822,8 @@ class CacheAfterRandomness(Rule):
                             break
                     elif s.method == "map":
                         if s.node not in verdicts:
-                            verdicts[s.node] = randoms.random_call(facts.map_functions(s.node)) is not None
+                            funcs = facts.map_functions(s.node)
+                            verdicts[s.node] = randoms.random_call(funcs, facts.python_flags(s.node, funcs)) is not None
                         if verdicts[s.node]:
                             culprit = ("map", s)
                             break
