@@ -387,6 +387,22 @@ class DatasetFacts:
         self._ensure()
         return self._consumptions
 
+    def only_sampled(self, node: ast.AST) -> bool:
+        """Every consumption of what the transformation at ``node`` yields reads it through a
+        later ``.take(n)`` of at most ``SAMPLE_TAKE`` elements (a look at a batch or two: plot
+        one, print one), and there is one; a pipeline that is returned, or passed where the
+        module does not show how it is read, is not."""
+        found = False
+        for c in self.consumptions:
+            for chain in c.chains:
+                idx = next((i for i, s in enumerate(chain.steps) if s.node is node), None)
+                if idx is None:
+                    continue
+                found = True
+                if not any(s.method == "take" and _small_take(s.node) for s in chain.steps[idx + 1:]):
+                    return False
+        return found
+
     def map_functions(self, call: ast.Call) -> list[ast.AST]:
         """Function nodes (``def`` or ``lambda``) of this module that a ``.map(...)`` runs."""
         fn = call.args[0] if call.args else next(
@@ -1175,6 +1191,14 @@ def _stateful_value_name(q: str) -> bool:
     if not q.startswith(_STATEFUL_VALUE_PREFIXES):
         return False
     return not q.startswith("keras.applications.") or q.rsplit(".", 1)[-1][:1].isupper()
+
+
+SAMPLE_TAKE = 16
+
+
+def _small_take(call: ast.Call) -> bool:
+    n = call.args[0] if len(call.args) == 1 and not call.keywords else None
+    return isinstance(n, ast.Constant) and type(n.value) is int and 0 <= n.value <= SAMPLE_TAKE
 
 
 def _flag_value(test: ast.AST, flags: dict[str, bool]) -> bool | None:

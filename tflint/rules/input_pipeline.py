@@ -338,7 +338,9 @@ class MapWithoutParallelCalls(Rule):
         "(`experimental_optimization.map_parallelization = False` or "
         "`apply_default_optimizations = False`), or the target TensorFlow version is older than "
         "2.6. Since TensorFlow 2.6 the default `map_parallelization` optimization runs a "
-        "stateless map function in parallel without being asked, so such maps are not reported."
+        "stateless map function in parallel without being asked, so such maps are not reported; "
+        "nor are maps of a pipeline that is only read through `.take(n)` of a few (at most 16) "
+        "elements, a look at a batch or two."
     )
     why = (
         "tf.data keeps a stateful map function sequential: it applies it to one element at a "
@@ -434,6 +436,17 @@ class MapWithoutParallelCalls(Rule):
                               num_parallel_calls=tf.data.AUTOTUNE)
         valid = valid_raw.map(preprocess)  # randomize=False: nothing random, tf.data parallelizes it
         """,
+        """
+        import tensorflow as tf
+
+        def add_noise(x):
+            return x + tf.random.uniform(tf.shape(x))
+
+        test_ds = tf.data.Dataset.from_tensor_slices(tf.zeros([64, 8])).batch(8)
+        test_ds = test_ds.map(add_noise)
+        for batch in test_ds.take(1):  # one batch to look at: nothing to speed up
+            print(batch)
+        """,
     ]
     INVALID = [
         """
@@ -498,6 +511,19 @@ class MapWithoutParallelCalls(Rule):
         ds = tf.data.Dataset.range(10)
         ds = ds.map(lambda x: x * 2).with_options(options)  # expect: TFL402
         """,
+        """
+        import tensorflow as tf
+
+        def add_noise(x):
+            return x + tf.random.uniform(tf.shape(x))
+
+        test_ds = tf.data.Dataset.from_tensor_slices(tf.zeros([64, 8])).batch(8)
+        test_ds = test_ds.map(add_noise)  # expect: TFL402
+        for batch in test_ds.take(1):
+            print(batch)
+        for batch in test_ds:
+            print(batch)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -513,6 +539,8 @@ class MapWithoutParallelCalls(Rule):
                 continue  # `*args` may carry num_parallel_calls
             if not call.args and not call.keywords:
                 continue
+            if facts.only_sampled(call):
+                continue  # read for a batch or two: nothing to speed up
             if not target.parallelizes_maps:
                 reason = f"TensorFlow {target} (the target version) does not parallelize a map on its own"
             elif "map_parallelization" in facts.options_off_at(call):

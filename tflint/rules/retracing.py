@@ -704,9 +704,11 @@ class PerBatchPredict(Rule):
         "`for i in range(len(x))` with `x[i]`), or from a per-batch callback hook; and "
         "`model.predict(...)` run unconditionally in every iteration of a long loop "
         "(`for step in range(2000)`, 100 iterations or more) whatever it predicts on. Calling "
-        "them once per epoch or per checkpoint on a fixed dataset, or every k-th step, is fine. "
-        "`predict_on_batch(x)` in a loop is fine too: it runs the cached predict function "
-        "without `predict`'s setup (faster than an eager `model(x)` on a small batch)."
+        "them once per epoch or per checkpoint on a fixed dataset, or every k-th step, is fine, "
+        "and so is a loop that visits a few batches (at most 16: `ds.take(5)`) or a literal "
+        "list of whole inputs. `predict_on_batch(x)` in a loop is fine too: it runs the cached "
+        "predict function without `predict`'s setup (faster than an eager `model(x)` on a "
+        "small batch)."
     )
     why = (
         "`predict`/`evaluate` are built for whole datasets: every call sets up a data adapter, "
@@ -800,6 +802,13 @@ class PerBatchPredict(Rule):
         for data in [x, x[:, :, ::-1, :]]:  # the images and their mirrors: two whole inputs
             scores.append(model.predict(data, batch_size=256))
         """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for x, y in val_ds.take(5):  # five batches to plot
+            show_plot(x[0], y[0], model.predict(x)[0])
+        """,
     ]
     INVALID = [
         """
@@ -888,6 +897,9 @@ class PerBatchPredict(Rule):
             for loop in a.loops.enclosing_loops(node):
                 if a.loops.is_over_runs(loop) or _over_listed_items(loop):
                     continue
+                bound = a.loops.iteration_bound(loop)
+                if bound is not None and bound <= self.FEW_ITERATIONS:
+                    continue  # a look at a few batches (`for x, y in ds.take(5)`): a few setups
                 varying = a.loops.varying_names(loop)
                 used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
                 if not used:
@@ -911,6 +923,9 @@ class PerBatchPredict(Rule):
                 )
                 break
 
+    # A loop of at most this many iterations (`ds.take(5)`, `range(3)`) is a look at a few
+    # batches: a few `predict` setups, not one per batch of a pass over the data.
+    FEW_ITERATIONS = 16
     # A loop of at least this many iterations is long: a per-iteration `predict` dominates it.
     LONG_LOOP = 100
 
