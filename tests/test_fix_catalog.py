@@ -524,6 +524,34 @@ CASES = [
         subprocess=True,
     ),
     Case(
+        "TFL406",
+        d(
+            """
+            import tensorflow as tf
+
+            ds = tf.data.Dataset.range(100).shuffle(100)
+            train = ds.take(80)
+            test = ds.skip(80)
+            seen = [{int(v) for v in train} for _ in range(2)]
+            leaked = len((seen[0] | seen[1]) & {int(v) for v in test})
+            """
+        ),
+        d(
+            """
+            import tensorflow as tf
+
+            ds = tf.data.Dataset.range(100).shuffle(100, reshuffle_each_iteration=False)
+            train = ds.take(80)
+            test = ds.skip(80)
+            seen = [{int(v) for v in train} for _ in range(2)]
+            leaked = len((seen[0] | seen[1]) & {int(v) for v in test})
+            """
+        ),
+        # bug: test elements show up in the training part (over two epochs)
+        observe=lambda ns: ns["leaked"],
+        bug=lambda leaked: leaked > 0,
+    ),
+    Case(
         "TFL503",
         d(
             """

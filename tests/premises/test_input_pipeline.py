@@ -384,6 +384,35 @@ def test_tfl404_a_shuffle_after_the_cache_reshuffles_the_replayed_order():
     assert "TFL404" in codes(src.format(after=".shuffle(2)"))
 
 
+# -- TFL406 -------------------------------------------------------------------------------
+
+SPLIT_406 = """
+import tensorflow as tf
+ds = tf.data.Dataset.range(100).shuffle({shuffle})
+train = ds.take(80){train}
+test = ds.skip(80)
+EPOCHS = [{{int(v) for v in train}} for _ in range(2)]
+TEST = {{int(v) for v in test}}
+"""
+
+
+def test_tfl406_a_take_skip_split_of_a_reshuffled_dataset_leaks():
+    """``take``/``skip`` of a dataset that reshuffles every iteration read two different orders:
+    most test elements are in the training part, which changes every epoch; a seed and a cached
+    training part still leak; ``reshuffle_each_iteration=False`` gives two disjoint, fixed parts."""
+    bad = SPLIT_406.format(shuffle="100", train="")
+    ns = run(bad)
+    assert ns["EPOCHS"][0] != ns["EPOCHS"][1]
+    assert len(ns["EPOCHS"][0] & ns["TEST"]) > 0
+    seeded = SPLIT_406.format(shuffle="100, seed=1", train=".cache()")
+    ns = run(seeded)
+    assert ns["EPOCHS"][0] == ns["EPOCHS"][1] and len(ns["EPOCHS"][0] & ns["TEST"]) > 0
+    good = SPLIT_406.format(shuffle="100, seed=1, reshuffle_each_iteration=False", train="")
+    ns = run(good)
+    assert ns["EPOCHS"][0] == ns["EPOCHS"][1] and not ns["EPOCHS"][0] & ns["TEST"]
+    assert "TFL406" in codes(bad) and "TFL406" in codes(seeded) and "TFL406" not in codes(good)
+
+
 # -- TFL405 -------------------------------------------------------------------------------
 
 PY_405 = """

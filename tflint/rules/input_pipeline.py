@@ -836,6 +836,8 @@ class CacheAfterRandomness(Rule):
         # replayed order shuffled again every epoch
         reshuffles = [(t.node, {s.node for c in t.receiver for s in c.steps}) for t in facts.transformations
                       if t.method == "shuffle" and _reshuffles(t.node)]
+        # a shuffle that a take/skip split follows is TFL406's: caching before it is no cure
+        splits = _split_shuffles(facts.transformations)
         for t in facts.transformations:
             if t.method != "cache":
                 continue
@@ -843,7 +845,7 @@ class CacheAfterRandomness(Rule):
             for chain in t.receiver:
                 for s in chain.steps:
                     if s.method == "shuffle":
-                        if _reshuffles(s.node) and not any(
+                        if _reshuffles(s.node) and s.node not in splits and not any(
                             t.node in before and not _smaller_buffer(later, s.node) for later, before in reshuffles
                         ):
                             culprit = ("shuffle", s)
@@ -874,6 +876,139 @@ class CacheAfterRandomness(Rule):
             edit = move_step_before(ctx, t.node, step.node)
             fix = Fix(f"Move `.cache()` before `.{kind}()`", (edit,)) if edit else None
             ctx.report(_method_span(ctx, t.node), msg, end_node=t.node, fix=fix)
+
+
+class SplitOfReshuffledDataset(Rule):
+    code = "TFL406"
+    name = "split-of-reshuffled-dataset"
+    severity = Severity.ERROR
+    summary = "`take`/`skip` split of a dataset that is reshuffled every epoch: the splits overlap"
+    fixable = True
+    fix_safety = (
+        "The fix adds `reshuffle_each_iteration=False` to the `shuffle(...)` call, so every "
+        "iteration draws the same order and `take`/`skip` cut the same two disjoint parts. It "
+        "is unsafe: the training part then arrives in the same order every epoch; shuffle it "
+        "again after the split (`train = train.shuffle(n)`), which reorders only the training "
+        "examples."
+    )
+    what = (
+        "Checks for a dataset shuffled with `reshuffle_each_iteration` left on (the default) "
+        "and then cut in two with `.take(n)` and `.skip(n)`: a train/test (or train/validation) "
+        "split drawn from a new random order on every iteration. A `cache()` between the "
+        "shuffle and the split is not judged."
+    )
+    why = (
+        "`shuffle` draws a new order each time the dataset is iterated, and the two parts are "
+        "iterated separately: `take(n)` reads the first `n` elements of one order and "
+        "`skip(n)` the rest of another, so test examples are trained on, and every epoch trains "
+        "on a different subset. Nothing fails; validation scores are inflated by the leak "
+        "(measured on TensorFlow 2.21: with `range(100).shuffle(100)` split 80/20, 16-18 of the "
+        "20 test elements are in the training part; a seed and a `cache()` of the training part "
+        "still leave 15)."
+    )
+    example = (
+        """
+        ds = ds.shuffle(10_000)
+        train = ds.take(8_000)
+        test = ds.skip(8_000)
+        """
+    )
+    use_instead = (
+        """
+        ds = ds.shuffle(10_000, seed=42, reshuffle_each_iteration=False)
+        train = ds.take(8_000).shuffle(8_000)
+        test = ds.skip(8_000)
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).shuffle(100, seed=42, reshuffle_each_iteration=False)
+        train = ds.take(80).shuffle(80)
+        test = ds.skip(80)
+        """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100)
+        train = ds.take(80).shuffle(80)
+        test = ds.skip(80)
+        sample = tf.data.Dataset.range(100).shuffle(100).take(5)  # five random elements
+        """,
+        """
+        import tensorflow as tf
+
+        files = tf.data.Dataset.list_files("data/*.tfrecord", shuffle=False)
+        train_files = files.take(8)
+        valid_files = files.skip(8)
+        train = train_files.shuffle(8).interleave(tf.data.TFRecordDataset)
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100)
+        ds = ds.shuffle(100)  # expect: TFL406
+        train = ds.take(80).batch(8)
+        test = ds.skip(80).batch(8)
+        """,
+        """
+        import tensorflow as tf
+
+        ratings = tf.data.Dataset.range(100_000).shuffle(100_000, seed=42)  # expect: TFL406
+        train_ds = ratings.take(80_000).batch(1024).cache()
+        test_ds = ratings.skip(80_000).batch(1024).take(20_000).cache()
+        """,
+        """
+        import tensorflow as tf
+
+        def split(ds, n_train):
+            ds = ds.shuffle(10_000)  # expect: TFL406
+            return ds.take(n_train), ds.skip(n_train)
+
+        train, valid = split(tf.data.Dataset.range(12_000), 10_000)
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        # one part only (`shuffle(n).take(k)`) is a random sample, not a split
+        for shuffle, where in _split_shuffles(ctx.analysis.datasets.transformations).items():
+            fix = None
+            if (shuffle.args or shuffle.keywords) and ctx.segment(shuffle).rstrip().endswith(")") \
+                    and not ctx.segment(shuffle).rstrip()[:-1].rstrip().endswith(","):
+                at = (shuffle.end_lineno, shuffle.end_col_offset - 1)
+                fix = Fix("Add `reshuffle_each_iteration=False`",
+                          (Edit(*at, *at, ", reshuffle_each_iteration=False"),), "unsafe")
+            ctx.report(
+                _method_span(ctx, shuffle),
+                f"`.shuffle()` draws a new order every epoch, and `.take()` (line {where['take']}) and "
+                f"`.skip()` (line {where['skip']}) read different orders: the split parts overlap "
+                "(test data is trained on) and change every epoch. Pass "
+                "`reshuffle_each_iteration=False` (and a `seed`) before splitting",
+                end_node=shuffle,
+                fix=fix,
+            )
+
+
+def _split_shuffles(transformations) -> dict[ast.Call, dict[str, int]]:
+    """Reshuffling ``shuffle`` calls whose dataset is cut in two by a later ``take(n)`` and
+    ``skip(n)`` (no ``cache``, ``unbatch`` or other cut in between): shuffle -> {method: line}."""
+    cuts: dict[ast.Call, dict[str, int]] = {}
+    for t in transformations:
+        if t.method not in ("take", "skip"):
+            continue
+        for chain in t.receiver:
+            shuffle = None
+            for step in chain.steps:
+                if step.method == "shuffle":
+                    shuffle = step.node if _reshuffles(step.node) else None
+                elif step.method in ("cache", "take", "skip", "unbatch"):
+                    shuffle = None  # replayed, or cut already: not judged
+            if shuffle is not None:
+                cuts.setdefault(shuffle, {}).setdefault(t.method, t.node.lineno)
+    return {s: where for s, where in cuts.items() if len(where) == 2}
 
 
 def _reshuffles(call: ast.Call) -> bool:
