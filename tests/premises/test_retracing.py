@@ -203,6 +203,38 @@ def test_tfl202_a_function_created_only_while_a_graph_is_built_traces_once_per_t
     assert len(lint(unguarded, "TFL202")) == 1
 
 
+FORWARDED = """
+import tensorflow as tf
+
+traces = []
+
+@tf.function
+def train_step(x, step):
+    traces.append(1)
+    return x * tf.cast(step, tf.float32)
+
+def run_step(x, step):
+    return train_step(x, {arg})
+
+def run(n):
+    for step in range(n):
+        run_step(tf.ones([2]), step)
+"""
+
+
+def test_tfl201_a_python_number_forwarded_by_a_helper_retraces_too(tmp_path):
+    """The loop's int goes through an eager helper to the tf.function: one trace per value, as
+    when it is passed directly; the helper passing ``tf.constant(step)`` traces once."""
+    bad = load(tmp_path, FORWARDED.format(arg="step"))
+    bad.run(STEPS)
+    assert len(bad.traces) == STEPS
+    good = load(tmp_path, FORWARDED.format(arg="tf.constant(step)"))
+    good.run(STEPS)
+    assert len(good.traces) == 1
+    marked = FORWARDED.replace("run_step(tf.ones([2]), step)", "run_step(tf.ones([2]), step)  # expect: TFL201")
+    assert_flags(marked.format(arg="step"), FORWARDED.format(arg="tf.constant(step)"), "TFL201")
+
+
 # -- TFL203: model.predict per batch ---------------------------------------------------------
 
 PREDICT_BAD = """

@@ -115,6 +115,19 @@ class PythonScalarArgumentRetraces(Rule):
         import tensorflow as tf
 
         @tf.function
+        def train_step(x, step):
+            return x * tf.cast(step, tf.float32)
+
+        def run_step(x, step):
+            return train_step(x, tf.constant(step))
+
+        for step in range(1000):
+            run_step(tf.ones([2]), step)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
         def step(x):
             return x * 2
 
@@ -226,6 +239,19 @@ class PythonScalarArgumentRetraces(Rule):
         for step in range(3000):
             train_step(tf.ones([2]), min(step, 5))  # expect: TFL201
         """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, step):
+            return x * tf.cast(step, tf.float32)
+
+        def run_step(x, step):
+            return train_step(x, step)
+
+        for step in range(1000):
+            run_step(tf.ones([2]), step)  # expect: TFL201
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -236,10 +262,14 @@ class PythonScalarArgumentRetraces(Rule):
         candidates = _tf_function_names_impl(ctx)
         if not candidates:
             return
+        forwarders = self._forwarders(ctx, candidates)
         for node in ctx.analysis.nodes(ast.Call):
             if not (node.args or node.keywords):
                 continue
             f = node.func
+            if isinstance(f, ast.Name) and f.id in forwarders:
+                self._check_forwarded(ctx, node, forwarders[f.id])
+                continue
             if not (
                 (isinstance(f, ast.Name) and f.id in candidates)
                 or (isinstance(f, ast.Attribute) and f.attr in candidates)
@@ -273,6 +303,74 @@ class PythonScalarArgumentRetraces(Rule):
                     ),
                 )
                 break
+
+
+    @staticmethod
+    def _forwarders(ctx: RuleContext, candidates: set[str]) -> dict[str, tuple[ast.AST, dict[str, ast.Call]]]:
+        """Module functions, run eagerly, that pass one of their parameters unchanged to a
+        tf.function (``def run_step(x, step): return train_step(x, step)``): name -> (the
+        function, parameter -> that tf.function call)."""
+        a = ctx.analysis
+        traced = a.traced
+        out: dict[str, tuple[ast.AST, dict[str, ast.Call]]] = {}
+        for stmt in a.tree.body:
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or traced.is_traced_function(stmt):
+                continue
+            if traced.tf_function_decorator(stmt) is not None:
+                continue
+            params = {p.arg for p in (*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs)}
+            rebound = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            passed: dict[str, ast.Call] = {}
+            for node in ast.walk(stmt):
+                if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+                    continue
+                f = node.func
+                if (f.id if isinstance(f, ast.Name) else f.attr) not in candidates:
+                    continue
+                creation = traced.tf_function_creation(f, node)
+                if creation is None or traced.has_input_signature(creation):
+                    continue
+                for arg in (*node.args, *(k.value for k in node.keywords)):
+                    if isinstance(arg, ast.Name) and arg.id in params and arg.id not in rebound:
+                        passed.setdefault(arg.id, node)
+            if passed:
+                out[stmt.name] = (stmt, passed)
+        return out
+
+    def _check_forwarded(self, ctx: RuleContext, call: ast.Call, forwarder) -> None:
+        """A call, in a loop, of a function that hands a parameter to a tf.function, with a
+        Python number of the loop for that parameter."""
+        a = ctx.analysis
+        func, passed = forwarder
+        loops = a.loops.enclosing_loops(call)
+        if not loops or a.traced.is_traced(call) or a.lookup_function(func.name, call) != [func]:
+            return
+        scalars: dict[str, str] = {}
+        for loop in reversed(loops):
+            scalars.update(a.loops.python_scalars(loop))
+        if not scalars:
+            return
+        positional = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
+        given = dict(zip(positional, call.args))
+        given.update({k.arg: k.value for k in call.keywords if k.arg})
+        for param, inner in passed.items():
+            arg = given.get(param)
+            name = _scalar_use(arg, scalars, ctx) if arg is not None else None
+            if name is None:
+                continue
+            tf, imports = tensorflow_alias(ctx)
+            ctx.report(
+                call,
+                f"`{func.name}` passes Python number `{name}` ({scalars[name]}) to tf.function "
+                f"`{ctx.segment(inner.func)}` (line {inner.lineno}): every new value retraces the "
+                f"whole function; pass `tf.constant({name})` instead",
+                fix=Fix(
+                    f"Pass `{tf}.constant({ctx.segment(arg)})`",
+                    (*wrap(arg, f"{tf}.constant(", ")"), *imports),
+                    "unsafe",
+                ),
+            )
+            return
 
 
 def _tf_function_names_impl(ctx: RuleContext) -> set[str]:
