@@ -9,9 +9,11 @@ fragile, the pipeline tf.data really runs (its node kinds after the graph rewrit
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
-from tests.premises._probe import codes, findings, pipeline_nodes, run
+from tests.premises._probe import codes, findings, pipeline_nodes, run, run_isolated, run_isolated_many
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.timeout(240)
@@ -411,6 +413,70 @@ def test_tfl406_a_take_skip_split_of_a_reshuffled_dataset_leaks():
     ns = run(good)
     assert ns["EPOCHS"][0] == ns["EPOCHS"][1] and not ns["EPOCHS"][0] & ns["TEST"]
     assert "TFL406" in codes(bad) and "TFL406" in codes(seeded) and "TFL406" not in codes(good)
+
+
+# -- TFL407 -------------------------------------------------------------------------------
+
+SEEDED_407 = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+{seed}
+{generator}
+
+def noise():
+    return {draw}
+
+x = np.ones((16, 4), "float32")
+y = np.zeros((16, 1), "float32")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a + noise(), b)).batch(4)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, trainable=False)])
+model.compile(optimizer="sgd", loss="mse")
+LOSSES = model.fit(ds{repeat}, epochs=3, verbose=0{steps}).history["loss"]
+"""
+
+
+def test_tfl407_a_fixed_seed_makes_a_random_map_draw_the_same_values_every_epoch():
+    """With its weights frozen, the model's loss in each epoch of ``fit`` depends only on the
+    noise the map adds: under ``tf.random.set_seed`` (or an op ``seed=``) the three epochs have
+    the same loss, the same draws; without a fixed seed, or drawing from a
+    ``tf.random.Generator``, they differ. Each program runs in a fresh interpreter (a global
+    seed stays set for the process)."""
+    uniform = "tf.random.uniform([4], maxval=10.0)"
+    plain = dict(repeat="", steps="")
+    variants = {
+        "global": dict(seed="tf.random.set_seed(0)", draw=uniform, generator="", **plain),
+        "op_seed": dict(seed="", draw="tf.random.uniform([4], maxval=10.0, seed=7)", generator="", **plain),
+        "free": dict(seed="", draw=uniform, generator="", **plain),
+        "generator": dict(seed="tf.random.set_seed(0)", draw="rng.uniform([4], maxval=10.0)",
+                          generator="rng = tf.random.Generator.from_seed(1)", **plain),
+        # with steps_per_epoch Keras keeps one iterator across epochs: the stream goes on
+        "steps": dict(seed="tf.random.set_seed(0)", draw=uniform, generator="", repeat=".repeat()",
+                      steps=", steps_per_epoch=4"),
+    }
+    sources = {k: SEEDED_407.format(**v) for k, v in variants.items()}
+    out = run_isolated_many([({k: src + "RESULT = LOSSES\n"}, 1) for k, src in sources.items()])
+    losses = {k: o[k]["result"] for k, o in zip(sources, out)}
+    assert len(set(losses["global"])) == 1 and len(set(losses["op_seed"])) == 1
+    assert len(set(losses["free"])) == 3 and len(set(losses["generator"])) == 3
+    assert len(set(losses["steps"])) == 3
+    assert "TFL407" in codes(sources["global"]) and "TFL407" in codes(sources["op_seed"])
+    assert "TFL407" not in codes(sources["free"]) and "TFL407" not in codes(sources["generator"])
+    assert "TFL407" not in codes(sources["steps"])
+
+
+def test_tfl407_one_iterator_repeated_keeps_drawing_new_values():
+    src = """
+    import tensorflow as tf
+    tf.random.set_seed(0)
+    ds = tf.data.Dataset.range(8).map(lambda x: tf.random.uniform([], maxval=1000, dtype=tf.int64))
+    EPOCHS = [[int(v) for v in ds] for _ in range(2)]
+    REPEATED = [int(v) for v in ds.repeat(2)]
+    """
+    epochs, repeated = run_isolated({"p": textwrap.dedent(src) + "RESULT = [EPOCHS, REPEATED]\n"})["p"]["result"]
+    assert epochs[0] == epochs[1]
+    assert repeated[:8] != repeated[8:]
 
 
 # -- TFL405 -------------------------------------------------------------------------------

@@ -992,6 +992,208 @@ class SplitOfReshuffledDataset(Rule):
             )
 
 
+# Stateful random ops whose random stream is fixed by the global seed and their op seed: a new
+# iterator of the dataset starts them over (tf.random.Generator and Keras random layers keep
+# their state from one epoch to the next; stateless ops take their seed as an argument)
+_SEEDED_RANDOM_PREFIXES = (
+    "tensorflow.random.", "tensorflow.image.random_", "tensorflow.compat.v1.random_",
+    "tensorflow.compat.v1.image.random_",
+)
+_SEEDED_RANDOM_EXACT = frozenset({"tensorflow.random_uniform", "tensorflow.random_normal", "tensorflow.nn.dropout"})
+_NOT_SEEDED_RANDOM = ("tensorflow.random.Generator", "tensorflow.random.stateless_", "tensorflow.random.set_seed",
+                      "tensorflow.random.experimental.", "tensorflow.random.get_global_generator",
+                      "tensorflow.random.set_global_generator", "tensorflow.random.create_rng_state",
+                      "tensorflow.random.uniform_candidate_sampler", "tensorflow.random.fixed_unigram_candidate_sampler",
+                      "tensorflow.random.learned_unigram_candidate_sampler", "tensorflow.random.log_uniform_candidate_sampler",
+                      "tensorflow.random.all_candidate_sampler")
+_GLOBAL_SEEDS = frozenset({
+    "tensorflow.random.set_seed", "tensorflow.compat.v1.set_random_seed",
+    "tensorflow.compat.v1.random.set_random_seed", "keras.utils.set_random_seed",
+})
+
+
+def _seeded_random(q: str | None) -> bool:
+    if not q or q.startswith(_NOT_SEEDED_RANDOM):
+        return False
+    return q.startswith(_SEEDED_RANDOM_PREFIXES) or q in _SEEDED_RANDOM_EXACT
+
+
+class RandomMapWithFixedSeed(Rule):
+    code = "TFL407"
+    name = "random-map-with-fixed-seed"
+    severity = Severity.WARNING
+    summary = "A `tf.random`/`tf.image.random_*` op in `Dataset.map` under a fixed seed draws the same values every epoch"
+    what = (
+        "Checks for `Dataset.map(f)` where `f` (or a function of the module it calls) draws with "
+        "a stateful TensorFlow random op (`tf.random.uniform`, `tf.image.random_flip_left_right`, "
+        "`tf.nn.dropout`...) while its seed is fixed — the module sets a global seed "
+        "(`tf.random.set_seed`, `keras.utils.set_random_seed`) or the op gets a `seed=` — and "
+        "the dataset is iterated anew each epoch: `fit` with several epochs over a finite "
+        "dataset and no `steps_per_epoch` (with it, Keras keeps one iterator across epochs), or "
+        "a loop over it inside another loop. A `cache()` after the map is TFL404's."
+    )
+    why = (
+        "With its seed fixed, a stateful random op's stream starts over whenever its kernel is "
+        "created again, and every new iterator of the dataset (each epoch of `fit`, each "
+        "`for x in ds`) creates it again: every epoch draws exactly the values of the first. "
+        "Augmentation (random flips, crops, noise) then shows one variant of each example for "
+        "the whole run (measured on TensorFlow 2.21: under `tf.random.set_seed(0)` a map adding "
+        "`tf.random.uniform` noise gives identical losses in each epoch of `fit` with frozen "
+        "weights). Nothing fails; the model overfits as if there were no augmentation."
+    )
+    example = (
+        """
+        tf.random.set_seed(42)
+
+        def augment(image, label):
+            return tf.image.random_flip_left_right(image), label
+
+        model.fit(ds.map(augment).batch(32), epochs=20)
+        """
+    )
+    use_instead = (
+        """
+        tf.random.set_seed(42)
+        rng = tf.random.Generator.from_seed(42)
+
+        def augment(image, label):
+            seed = rng.make_seeds(1)[:, 0]
+            return tf.image.stateless_random_flip_left_right(image, seed), label
+
+        model.fit(ds.map(augment).batch(32), epochs=20)
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        def augment(image, label):
+            return tf.image.random_flip_left_right(image), label
+
+        ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(augment).batch(32)
+        model.fit(ds, epochs=20)  # no fixed seed: a new stream each epoch
+        """,
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(42)
+        rng = tf.random.Generator.from_seed(42)
+
+        def augment(image, label):
+            seed = rng.make_seeds(1)[:, 0]
+            return tf.image.stateless_random_flip_left_right(image, seed), label
+
+        ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(augment).batch(32)
+        model.fit(ds, epochs=20)
+        """,
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(42)
+
+        def augment(image, label):
+            return tf.image.random_flip_left_right(image), label
+
+        ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(augment).batch(32).repeat()
+        model.fit(ds, epochs=20, steps_per_epoch=100)  # one iterator: the stream goes on
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(42)
+
+        def augment(image, label):
+            return tf.image.random_flip_left_right(image), label
+
+        ds = tf.data.Dataset.from_tensor_slices((images, labels))
+        ds = ds.map(augment).batch(32)  # expect: TFL407
+        model.fit(ds, epochs=20)
+        """,
+        """
+        import tensorflow as tf
+
+        noisy = tf.data.Dataset.range(100).map(  # expect: TFL407
+            lambda x: tf.cast(x, tf.float32) + tf.random.normal([], seed=7))
+        for epoch in range(10):
+            for x in noisy:
+                train_step(x)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.utils.set_random_seed(0)
+
+        def jitter(x):
+            return x + tf.random.uniform(tf.shape(x), maxval=0.1)
+
+        train = tf.data.Dataset.from_tensor_slices(x_train).map(jitter).batch(64)  # expect: TFL407
+        model.fit(train, epochs=num_epochs)
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        if not a.mentions("random"):
+            return
+        facts = a.datasets
+        seed_call = next((n for n in a.nodes(ast.Call) if a.call_name(n) in _GLOBAL_SEEDS), None)
+        for t in facts.transformations:
+            if t.method != "map":
+                continue
+            funcs = facts.map_functions(t.node)
+            flags = facts.python_flags(t.node, funcs)
+            op = None
+            for f in functions_run_by(facts, funcs, flags=flags):
+                for call in calls_in(f, flags if f in funcs else None):
+                    if _seeded_random(a.call_name(call)) and (
+                        seed_call is not None or any(k.arg == "seed" for k in call.keywords)
+                    ):
+                        op = call
+                        break
+                if op is not None:
+                    break
+            if op is None or not self._iterated_again(ctx, t.node):
+                continue
+            name = ctx.segment(op.func).strip()
+            why = (f"the global seed (line {seed_call.lineno})" if seed_call is not None
+                   else "its `seed=`")
+            ctx.report(
+                _method_span(ctx, t.node),
+                f"`{name}` (line {op.lineno}) in this map draws the same values every epoch: {why} "
+                "restarts its random stream with each new iterator of the dataset, so the "
+                "augmentation repeats epoch after epoch. Draw from a `tf.random.Generator` (or "
+                "use Keras random layers, whose state carries over)",
+                end_node=t.node,
+            )
+
+    @staticmethod
+    def _iterated_again(ctx: RuleContext, node: ast.Call) -> bool:
+        """A consumption of the dataset the map at ``node`` yields makes a new iterator per
+        epoch, and nothing after the map caches it: ``fit`` with ``epochs`` not a literal 1 (absent:
+        one epoch) and no ``steps_per_epoch`` (with it, Keras keeps one iterator across epochs
+        until the data runs out) over a finite dataset; or ``for`` over it inside another loop."""
+        a = ctx.analysis
+        for c in a.datasets.consumptions:
+            for chain in c.chains:
+                idx = next((i for i, s in enumerate(chain.steps) if s.node is node), None)
+                if idx is None or any(s.method == "cache" for s in chain.steps[idx + 1:]):
+                    continue
+                if c.kind == "fit" and c.role == "x":
+                    keywords = {k.arg: k.value for k in c.node.keywords}
+                    epochs = keywords.get("epochs")
+                    infinite = any(s.method == "repeat" and not s.node.args and not s.node.keywords
+                                   for s in chain.steps)
+                    if (epochs is not None and not (isinstance(epochs, ast.Constant) and epochs.value == 1)
+                            and "steps_per_epoch" not in keywords and not infinite):
+                        return True
+                elif c.kind == "for" and a.loops.enclosing_loops(c.node):
+                    return True
+        return False
+
+
 def _split_shuffles(transformations) -> dict[ast.Call, dict[str, int]]:
     """Reshuffling ``shuffle`` calls whose dataset is cut in two by a later ``take(n)`` and
     ``skip(n)`` (no ``cache``, ``unbatch`` or other cut in between): shuffle -> {method: line}."""
