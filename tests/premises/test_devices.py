@@ -75,9 +75,14 @@ ACCUMULATE_503 = """
 import weakref
 import tensorflow as tf
 
+w = tf.Variable(tf.ones([64]))
+
 @tf.function
 def train_step(x):
-    return tf.reduce_sum(x * x)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(x * w)
+    w.assign_sub(0.001 * tape.gradient(loss, w))
+    return loss
 
 # a loop whose length the code does not state (a bounded `range(n)` of per-epoch values is
 # not a finding): 300 steps here

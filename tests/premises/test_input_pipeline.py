@@ -305,6 +305,14 @@ def test_tfl403_a_shuffle_between_two_batches_mixes_the_examples_of_the_second()
     e = run(src)["EPOCHS"]
     assert sorted(e[0]) != sorted(e[1]) and sorted(e[1]) != sorted(e[2])  # new groupings each epoch
     assert "TFL403" not in codes(src)
+    one = """
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(32).batch(1).shuffle(32)
+    EPOCHS = [[int(b[0]) for b in ds] for _ in range(2)]
+    """
+    e = run(one)["EPOCHS"]  # batches of one: shuffling them shuffles the examples
+    assert e[0] != e[1] and sorted(e[0]) == list(range(32))
+    assert "TFL403" not in codes(one)
 
 
 # -- TFL404 -------------------------------------------------------------------------------

@@ -643,6 +643,11 @@ class ShuffleAfterBatch(Rule):
         dataset = sequences.map(lambda s: (s[:-1], s[1:]))
         dataset = dataset.shuffle(10_000).batch(64, drop_remainder=True)
         """,
+        """
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.range(100).batch(1).shuffle(100)  # batches of one example
+        """,
     ]
     INVALID = [
         """
@@ -695,7 +700,7 @@ class ShuffleAfterBatch(Rule):
                 if last_batch is not None:
                     batch = last_batch
                     break
-            if batch is None or self._one_look(ctx, t.node):
+            if batch is None or self._one_look(ctx, t.node) or _batch_of_one(batch.node):
                 continue
             edit = move_step_before(ctx, t.node, batch.node)
             ctx.report(
@@ -1211,6 +1216,12 @@ def _split_shuffles(transformations) -> dict[ast.Call, dict[str, int]]:
             if shuffle is not None:
                 cuts.setdefault(shuffle, {}).setdefault(t.method, t.node.lineno)
     return {s: where for s, where in cuts.items() if len(where) == 2}
+
+
+def _batch_of_one(call: ast.Call) -> bool:
+    """``batch(1)``: each batch is one example, so shuffling batches shuffles the examples."""
+    size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "batch_size"), None)
+    return isinstance(size, ast.Constant) and size.value == 1
 
 
 def _reshuffles(call: ast.Call) -> bool:
