@@ -10,6 +10,7 @@ from tflint.analysis import Analysis
 from tflint.analysis.version import make_target
 from tflint.rules.base import RuleContext
 from tflint.rules.input_pipeline import (
+    RandomMapWithFixedSeed,
     CacheAfterRandomness,
     DatasetWithoutPrefetch,
     MapWithoutParallelCalls,
@@ -528,3 +529,30 @@ def test_tfl402_map_function_passed_in_as_a_parameter():
     assert lines_at(src, MapWithoutParallelCalls, "2.21") == [5]
     stateless_only = src.replace("tf.image.random_flip_left_right(", "tf.identity(")
     assert lines_at(stateless_only, MapWithoutParallelCalls, "2.21") == []
+
+
+def test_a_helper_returns_to_each_caller_the_pipeline_it_was_given():
+    """``train = prepare(raw)`` with ``def prepare(ds): return ds.map(f).batch(32)``: the caller
+    reads the returned pipeline (its fit is the consumption TFL407 judges); another caller's
+    dataset does not come back to this one."""
+    src = """
+    import tensorflow as tf
+
+    tf.random.set_seed(1)
+
+    def augment(x):
+        return tf.image.random_flip_left_right(x)
+
+    def prepare(ds):
+        return ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)
+
+    train = prepare(tf.data.Dataset.from_tensor_slices(tf.zeros([64, 8, 8, 3])))
+    other = prepare(tf.data.Dataset.range(10))
+    model.fit(train, epochs=10)
+    """
+    a = Analysis(ast.parse(textwrap.dedent(src)), textwrap.dedent(src))
+    train = next(n for n in ast.walk(a.tree) if isinstance(n, ast.Name) and n.id == "train"
+                 and isinstance(n.ctx, ast.Load))
+    roots = {getattr(c.root.func, "attr", None) for c in a.datasets.chains_of(train)}
+    assert roots == {"from_tensor_slices"}
+    assert lines(src, RandomMapWithFixedSeed) == [10]

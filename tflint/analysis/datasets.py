@@ -387,6 +387,18 @@ class DatasetFacts:
         self._ensure()
         return self._consumptions
 
+    def only_evaluated(self, node: ast.AST) -> bool:
+        """Every consumption of what the transformation at ``node`` yields is a model's
+        ``validation_data``, ``evaluate`` or ``predict`` (whose order and repetition do not
+        change what is learned), and there is one."""
+        found = False
+        for c in self.consumptions:
+            if any(s.node is node for chain in c.chains for s in chain.steps):
+                found = True
+                if not (c.kind in ("evaluate", "predict") or c.role == "validation_data"):
+                    return False
+        return found
+
     def only_sampled(self, node: ast.AST) -> bool:
         """Every consumption of what the transformation at ``node`` yields reads it through a
         later ``.take(n)`` of at most ``SAMPLE_TAKE`` elements (a look at a batch or two: plot
@@ -1095,10 +1107,13 @@ class DatasetFacts:
                 # function nested elsewhere): analyze it with its defining scope unknown.
                 info = _FuncInfo(t, _Env())
                 self._funcs[t] = info
-            # Only datasets built inside the callee are the same for every call site; what it
-            # returns of its arguments depends on the caller.
+            # Datasets built inside the callee are the same for every call site; of what it returns
+            # of its arguments, this call gets what grew from the datasets it passed itself
+            # (``train = prepare(raw)`` with ``def prepare(ds): return ds.map(f).batch(32)``).
             lo, hi = getattr(t, "lineno", 0), getattr(t, "end_lineno", 0) or 0
-            own = tuple(c for c in self._analyze_function(info) if lo <= getattr(c.root, "lineno", -1) <= hi)
+            passed = {c.root for chains in (*args, *kwargs.values()) for c in chains}
+            own = tuple(c for c in self._analyze_function(info)
+                        if lo <= getattr(c.root, "lineno", -1) <= hi or c.root in passed)
             out = _union(out, own)
         return out
 

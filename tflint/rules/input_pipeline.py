@@ -750,7 +750,8 @@ class CacheAfterRandomness(Rule):
         "numbers (`tf.random.*`, `tf.image.random_*`, stateless random ops, Keras random "
         "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch, unless "
         "a later `.shuffle(...)` reshuffles the cached elements every epoch (with a buffer "
-        "not smaller than the first one's)."
+        "not smaller than the first one's), nor for a dataset that is only evaluated "
+        "(`validation_data`, `evaluate`, `predict`)."
     )
     why = (
         "`cache` stores the elements produced during the first epoch and replays them in every "
@@ -793,6 +794,14 @@ class CacheAfterRandomness(Rule):
 
         ds = tf.data.Dataset.range(100).shuffle(100).cache()
         ds = ds.shuffle(1000).batch(8)  # a new order every epoch, after the cache
+        """,
+        """
+        import tensorflow as tf
+
+        train = tf.data.Dataset.range(100).cache().shuffle(100).batch(8)
+        val = tf.data.Dataset.range(20).shuffle(20).batch(8).cache()  # evaluated only: order is moot
+        model.fit(train, validation_data=val, epochs=5)
+        model.evaluate(val)
         """,
     ]
     INVALID = [
@@ -864,8 +873,8 @@ class CacheAfterRandomness(Rule):
                             break
                 if culprit:
                     break
-            if culprit is None:
-                continue
+            if culprit is None or facts.only_evaluated(t.node):
+                continue  # an evaluation set: its order and augmentation do not train anything
             kind, step = culprit
             if kind == "shuffle":
                 msg = (
