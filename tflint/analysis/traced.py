@@ -917,21 +917,29 @@ class TracedFunctions:
                 idx = anc.values.index(child) if child in anc.values else 0
                 if any(test_ok(v) for v in anc.values[:idx]):
                     return anc
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(anc, field, None)
-                if isinstance(block, list) and block:
-                    _, position, exits = self._block_exits(block)
-                    i = position.get(id(child))
-                    if i is None:
-                        continue
-                    for j, prev in exits:
-                        if j >= i:
-                            break
-                        if test_ok(prev.test, negated=True):
-                            return prev
+            prev = self._earlier_exit(anc, child, lambda test: test_ok(test, negated=True))
+            if prev is not None:
+                return prev
             if isinstance(anc, _FUNCS):
                 break
             child = anc
+        return None
+
+    def _earlier_exit(self, block_owner: ast.AST, child: ast.AST, test_ok) -> ast.If | None:
+        """An ``if <test>: return/raise`` before ``child`` in one of ``block_owner``'s
+        statement lists whose test ``test_ok`` accepts."""
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(block_owner, field, None)
+            if isinstance(block, list) and block:
+                _, position, exits = self._block_exits(block)
+                i = position.get(id(child))
+                if i is None:
+                    continue
+                for j, prev in exits:
+                    if j >= i:
+                        break
+                    if test_ok(prev.test):
+                        return prev
         return None
 
     def runs_only_in_graphs(self, node: ast.AST) -> bool:
@@ -951,13 +959,8 @@ class TracedFunctions:
                 if not in_else and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
                         and self._eager_if_true(test.operand):
                     return True
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(anc, field, None)
-                if isinstance(block, list) and block:
-                    _, position, exits = self._block_exits(block)
-                    i = position.get(id(child))
-                    if i is not None and any(j < i and self._eager_if_true(prev.test) for j, prev in exits):
-                        return True
+            if self._earlier_exit(anc, child, self._eager_if_true) is not None:
+                return True
             if isinstance(anc, _FUNCS):
                 return False
             child = anc

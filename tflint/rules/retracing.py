@@ -290,17 +290,11 @@ class PythonScalarArgumentRetraces(Rule):
                 name = _scalar_use(arg, scalars, ctx)
                 if name is None:
                     continue
-                tf, imports = tensorflow_alias(ctx)
-                ctx.report(
-                    node,
+                _report_scalar(
+                    ctx, node, arg,
                     f"`{ctx.segment(node.func)}` is a tf.function called with Python number "
                     f"`{name}` ({scalars[name]}): every new value retraces the whole function; "
                     f"pass `tf.constant({name})` instead",
-                    fix=Fix(
-                        f"Pass `{tf}.constant({ctx.segment(arg)})`",
-                        (*wrap(arg, f"{tf}.constant(", ")"), *imports),
-                        "unsafe",
-                    ),
                 )
                 break
 
@@ -358,19 +352,23 @@ class PythonScalarArgumentRetraces(Rule):
             name = _scalar_use(arg, scalars, ctx) if arg is not None else None
             if name is None:
                 continue
-            tf, imports = tensorflow_alias(ctx)
-            ctx.report(
-                call,
+            _report_scalar(
+                ctx, call, arg,
                 f"`{func.name}` passes Python number `{name}` ({scalars[name]}) to tf.function "
                 f"`{ctx.segment(inner.func)}` (line {inner.lineno}): every new value retraces the "
                 f"whole function; pass `tf.constant({name})` instead",
-                fix=Fix(
-                    f"Pass `{tf}.constant({ctx.segment(arg)})`",
-                    (*wrap(arg, f"{tf}.constant(", ")"), *imports),
-                    "unsafe",
-                ),
             )
             return
+
+
+def _report_scalar(ctx: RuleContext, at: ast.AST, arg: ast.AST, message: str) -> None:
+    """A TFL201 finding at ``at``, with the unsafe fix that wraps ``arg`` in ``tf.constant``."""
+    tf, imports = tensorflow_alias(ctx)
+    ctx.report(
+        at,
+        message,
+        fix=Fix(f"Pass `{tf}.constant({ctx.segment(arg)})`", (*wrap(arg, f"{tf}.constant(", ")"), *imports), "unsafe"),
+    )
 
 
 def _tf_function_names_impl(ctx: RuleContext) -> set[str]:
