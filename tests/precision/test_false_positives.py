@@ -108,6 +108,10 @@ def test_py_function_given_a_parameter_inside_a_traced_body():
         ("for x in ds:", None),
         ("for x in ds.take(n):", None),
         ("while True:", None),
+        ("for ax, img in zip(axes, images[:10]):", 10),
+        ("for x in xs[5:15]:", 10),
+        ("for x in xs[-3:]:", None),
+        ("for x in xs[::2]:", None),
     ],
 )
 def test_iteration_bound(loop, bound):

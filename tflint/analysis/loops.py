@@ -73,7 +73,7 @@ class LoopFacts:
     # -- how many iterations ------------------------------------------------------------------
     def iteration_bound(self, loop: LoopNode) -> int | None:
         """The number of iterations the source states, or ``None``: ``range(N)``,
-        ``range(a, b)``, ``<ds>.take(N)``, ``itertools.islice(x, N)``, a literal list or tuple,
+        ``range(a, b)``, ``<ds>.take(N)``, ``itertools.islice(x, N)``, ``x[:N]``, a literal list or tuple,
         ``[next(iter(ds))]``; 1 for a body that always leaves in its first iteration."""
         memo = self.__dict__.setdefault("_bounds", {})
         if loop in memo:
@@ -96,6 +96,13 @@ class LoopFacts:
             if any(isinstance(e, ast.Starred) for e in it.elts):
                 return None
             return len(it.elts)
+        if isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice) and it.slice.step is None:
+            # ``x[:10]``, ``x[5:15]``: at most that many elements
+            lower = _literal_int(it.slice.lower) if it.slice.lower is not None else 0
+            upper = _literal_int(it.slice.upper) if it.slice.upper is not None else None
+            if lower is not None and upper is not None and lower >= 0 and upper >= 0:
+                return max(0, upper - lower)
+            return None
         if not isinstance(it, ast.Call):
             return None
         f = it.func
