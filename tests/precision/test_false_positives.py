@@ -662,3 +662,34 @@ def test_503_a_loop_of_tf_functions_that_update_nothing_is_not_a_training_loop()
     loops = [n for n in a.tree.body if isinstance(n, ast.For)]
     assert [a.loops.is_training_loop(loop) for loop in loops] == [False, True]
     assert findings(SAMPLING_LOOP, "TFL503") == [(20, "TFL503")]
+
+
+# -- a layer class rewritten by a later notebook cell ------------------------------------------
+REDEFINED_LAYER = """
+import keras
+import tensorflow as tf
+
+class Router(keras.layers.Layer):
+    def call(self, x):
+        top = tf.math.top_k(x, k=2).indices
+        return tf.gather(x, top.numpy()[0], axis=1)
+
+layer = Router()
+print(layer(tf.random.uniform((1, 8))))  # this cell runs it eagerly
+
+class Router(keras.layers.Layer):
+    def call(self, x):
+        top = tf.math.top_k(x, k=2).indices
+        return tf.gather(x, top{later}, axis=1, batch_dims=1)
+
+model = keras.Sequential([keras.Input((8,)), Router()])
+model.compile(loss="mse")
+"""
+
+
+def test_a_keras_class_redefined_later_is_not_judged_as_traced():
+    """keras-io's mnist_moe rewrites its LinearMoE layer in a later cell; the first one, with a
+    `.numpy()` in `call`, only ever runs eagerly. The model that fit traces uses the new one,
+    which is still judged."""
+    assert findings(REDEFINED_LAYER.format(later=""), "TFL107") == []
+    assert findings(REDEFINED_LAYER.format(later=".numpy()"), "TFL107") == [(16, "TFL107")]

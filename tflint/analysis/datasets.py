@@ -387,6 +387,18 @@ class DatasetFacts:
         self._ensure()
         return self._consumptions
 
+    def iterated_once(self, node: ast.AST) -> bool:
+        """Every consumption of what the transformation at ``node`` yields is a ``for`` loop (or
+        ``iter()``) that no other loop encloses, and there is one: it is read once, never an
+        epoch again (``for batch in ds.take(2).cache(): print(batch)``)."""
+        found = False
+        for c in self.consumptions:
+            if any(s.node is node for chain in c.chains for s in chain.steps):
+                found = True
+                if c.kind not in ("for", "iter") or self.a.loops.enclosing_loops(c.node):
+                    return False
+        return found
+
     def only_evaluated(self, node: ast.AST) -> bool:
         """Every consumption of what the transformation at ``node`` yields is a model's
         ``validation_data``, ``evaluate`` or ``predict`` (whose order and repetition do not

@@ -214,6 +214,7 @@ class TracedFunctions:
                     and cls in self.keras_classes
                     and node.name in KERAS_TRACED_METHODS
                     and not self._keras_runs_eagerly
+                    and cls not in self._superseded_classes
                 ):
                     self.reasons.setdefault(
                         node, f"Keras traces `{cls.name}.{node.name}` into a graph"
@@ -347,6 +348,24 @@ class TracedFunctions:
                 if target is not None and any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(target)):
                     return True
         return False
+
+    @property
+    def _superseded_classes(self) -> set[ast.ClassDef]:
+        """Module-level classes defined again later under the same name (a notebook cell that
+        rewrites a layer): what comes after the redefinition, a model that ``fit`` traces
+        included, uses the new class; the old one is only what the cells before it ran, not
+        known to be traced."""
+        got = self.__dict__.get("_superseded_cached")
+        if got is None:
+            last: dict[str, ast.ClassDef] = {}
+            got = set()
+            for stmt in self.a.tree.body:
+                if isinstance(stmt, ast.ClassDef):
+                    if stmt.name in last:
+                        got.add(last[stmt.name])
+                    last[stmt.name] = stmt
+            self.__dict__["_superseded_cached"] = got
+        return got
 
     @property
     def _keras2(self) -> bool:

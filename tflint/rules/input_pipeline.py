@@ -751,7 +751,8 @@ class CacheAfterRandomness(Rule):
         "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch, unless "
         "a later `.shuffle(...)` reshuffles the cached elements every epoch (with a buffer "
         "not smaller than the first one's), nor for a dataset that is only evaluated "
-        "(`validation_data`, `evaluate`, `predict`)."
+        "(`validation_data`, `evaluate`, `predict`) or only read once (one `for` loop that no "
+        "other loop encloses)."
     )
     why = (
         "`cache` stores the elements produced during the first epoch and replays them in every "
@@ -802,6 +803,13 @@ class CacheAfterRandomness(Rule):
         val = tf.data.Dataset.range(20).shuffle(20).batch(8).cache()  # evaluated only: order is moot
         model.fit(train, validation_data=val, epochs=5)
         model.evaluate(val)
+        """,
+        """
+        import tensorflow as tf
+
+        train = tf.data.Dataset.range(100).shuffle(100).batch(4)
+        for batch in train.take(2).cache():  # read once, to print two batches
+            print(batch)
         """,
     ]
     INVALID = [
@@ -873,8 +881,8 @@ class CacheAfterRandomness(Rule):
                             break
                 if culprit:
                     break
-            if culprit is None or facts.only_evaluated(t.node):
-                continue  # an evaluation set: its order and augmentation do not train anything
+            if culprit is None or facts.only_evaluated(t.node) or facts.iterated_once(t.node):
+                continue  # an evaluation set, or read once: nothing replays the cache
             kind, step = culprit
             if kind == "shuffle":
                 msg = (
