@@ -389,13 +389,15 @@ class DatasetFacts:
 
     def iterated_once(self, node: ast.AST) -> bool:
         """Every consumption of what the transformation at ``node`` yields is a ``for`` loop (or
-        ``iter()``) that no other loop encloses, and there is one: it is read once, never an
-        epoch again (``for batch in ds.take(2).cache(): print(batch)``)."""
+        ``iter()``) of the module's own code (a function may be called every epoch) that no
+        other loop encloses, and there is one: it is read once, never an epoch again
+        (``for batch in ds.take(2).cache(): print(batch)``)."""
         found = False
         for c in self.consumptions:
             if any(s.node is node for chain in c.chains for s in chain.steps):
                 found = True
-                if c.kind not in ("for", "iter") or self.a.loops.enclosing_loops(c.node):
+                if (c.kind not in ("for", "iter") or self.a.enclosing_function(c.node) is not None
+                        or self.a.loops.enclosing_loops(c.node)):
                     return False
         return found
 

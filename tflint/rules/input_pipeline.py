@@ -848,6 +848,17 @@ class CacheAfterRandomness(Rule):
         ds = tf.data.Dataset.range(10000).shuffle(10000).cache()  # expect: TFL404
         ds = ds.shuffle(16).batch(8)  # a small buffer: mostly the first epoch's order
         """,
+        """
+        import tensorflow as tf
+
+        def train_epoch(dataset):
+            for batch in dataset:  # once per call, and it is called every epoch
+                step(batch)
+
+        train = tf.data.Dataset.range(100).shuffle(100).batch(4).cache()  # expect: TFL404
+        for epoch in range(5):
+            train_epoch(train)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
