@@ -58,6 +58,10 @@ _HARMLESS_PREFIXES = (
     "tensorflow.TensorShape",
     "tensorflow.io.gfile.",
     "tensorflow.sysconfig.",
+    "tensorflow.version.",
+    "tensorflow.__version__",
+    "tensorflow.VERSION",
+    "tensorflow.compat.v1.VERSION",
     "tensorflow.test.is_built_with",
     "tensorflow.executing_eagerly",
     "tensorflow.compat.v1.logging.",
@@ -165,6 +169,7 @@ class DeviceConfigAfterInit(Rule):
         """
         import tensorflow as tf
 
+        assert tf.version.VERSION.startswith('2.'), tf.__version__
         tf.random.set_seed(0)
         tf.config.set_soft_device_placement(False)
         gpus = tf.config.list_physical_devices('GPU')
