@@ -425,7 +425,7 @@ class DatasetFacts:
                 if idx is None:
                     continue
                 found = True
-                if not any(s.method == "take" and _small_take(s.node) for s in chain.steps[idx + 1:]):
+                if not any(s.method == "take" and small_take(s.node) for s in chain.steps[idx + 1:]):
                     return False
         return found
 
@@ -1225,7 +1225,9 @@ def _stateful_value_name(q: str) -> bool:
 SAMPLE_TAKE = 16
 
 
-def _small_take(call: ast.Call) -> bool:
+def small_take(call: ast.Call) -> bool:
+    """``.take(n)`` of a literal ``n`` of at most ``SAMPLE_TAKE`` elements: a few elements to
+    look at (plot one batch, print one) or a fixed sample replayed on purpose, not a stream."""
     n = call.args[0] if len(call.args) == 1 and not call.keywords else None
     return isinstance(n, ast.Constant) and type(n.value) is int and 0 <= n.value <= SAMPLE_TAKE
 

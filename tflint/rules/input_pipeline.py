@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from types import SimpleNamespace
 
-from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by
+from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by, small_take
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import move_step_before, tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
@@ -712,20 +712,14 @@ class ShuffleAfterBatch(Rule):
             )
 
 
-    SAMPLE_TAKE = 16
-
     @staticmethod
     def _one_look(ctx: RuleContext, shuffle: ast.Call) -> bool:
         """``ds.shuffle(n).take(1)``: a few random batches to look at (plot one, print one), not
         a stream that epochs replay."""
         attr = ctx.analysis.parent(shuffle)
         call = ctx.analysis.parent(attr) if isinstance(attr, ast.Attribute) else None
-        if not (isinstance(attr, ast.Attribute) and attr.attr == "take" and isinstance(call, ast.Call)
-                and call.func is attr and len(call.args) == 1):
-            return False
-        n = call.args[0]
-        return (isinstance(n, ast.Constant) and type(n.value) is int
-                and 0 <= n.value <= ShuffleAfterBatch.SAMPLE_TAKE)
+        return (isinstance(attr, ast.Attribute) and attr.attr == "take" and isinstance(call, ast.Call)
+                and call.func is attr and small_take(call))
 
 
 class CacheAfterRandomness(Rule):
@@ -751,8 +745,9 @@ class CacheAfterRandomness(Rule):
         "preprocessing layers) or after a `.shuffle(...)` that reshuffles every epoch, unless "
         "a later `.shuffle(...)` reshuffles the cached elements every epoch (with a buffer "
         "not smaller than the first one's), nor for a dataset that is only evaluated "
-        "(`validation_data`, `evaluate`, `predict`) or only read once (one `for` loop that no "
-        "other loop encloses)."
+        "(`validation_data`, `evaluate`, `predict`), only read once (one `for` loop that no "
+        "other loop encloses) or cut to a fixed sample of a few elements before the cache "
+        "(`take(n)`, n ≤ 16: one batch looped as fake data)."
     )
     why = (
         "`cache` stores the elements produced during the first epoch and replays them in every "
@@ -810,6 +805,15 @@ class CacheAfterRandomness(Rule):
         train = tf.data.Dataset.range(100).shuffle(100).batch(4)
         for batch in train.take(2).cache():  # read once, to print two batches
             print(batch)
+        """,
+        """
+        import tensorflow as tf
+
+        def input_fn(fake_data):
+            ds = tf.data.TFRecordDataset(files).shuffle(1024).map(parse).batch(32).repeat()
+            if fake_data:
+                ds = ds.take(1).cache().repeat()  # one batch, looped on purpose
+            return ds
         """,
     ]
     INVALID = [
@@ -876,20 +880,24 @@ class CacheAfterRandomness(Rule):
                 continue
             culprit = None
             for chain in t.receiver:
-                for s in chain.steps:
+                for i, s in enumerate(chain.steps):
                     if s.method == "shuffle":
                         if _reshuffles(s.node) and s.node not in splits and not any(
                             t.node in before and not _smaller_buffer(later, s.node) for later, before in reshuffles
                         ):
                             culprit = ("shuffle", s)
-                            break
                     elif s.method == "map":
                         if s.node not in verdicts:
                             funcs = facts.map_functions(s.node)
                             verdicts[s.node] = randoms.random_call(funcs, facts.python_flags(s.node, funcs)) is not None
                         if verdicts[s.node]:
                             culprit = ("map", s)
-                            break
+                    if culprit is not None:
+                        # take(n) of a few elements after it: a fixed sample replayed on purpose
+                        # (one batch looped as fake data: take(1).cache().repeat())
+                        if any(later.method == "take" and small_take(later.node) for later in chain.steps[i + 1:]):
+                            culprit = None
+                        break
                 if culprit:
                     break
             if culprit is None or facts.only_evaluated(t.node) or facts.iterated_once(t.node):
