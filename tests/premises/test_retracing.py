@@ -293,6 +293,23 @@ def test_tfl203_per_batch_predict_costs_a_multiple_of_a_direct_call(tmp_path):
     assert_flags(PREDICT_BAD, PREDICT_GOOD, "TFL203")
 
 
+def _per_call_times(model, x, calls: tuple[int, int, int], rounds: int = 3) -> list[tuple[float, float, float]]:
+    """Seconds per call of ``model.predict(x)``, ``model(x, training=False)`` and
+    ``model.predict_on_batch(x)``, side by side in ``rounds`` rounds after a warm-up of each."""
+    paths = (lambda: model.predict(x, verbose=0), lambda: model(x, training=False), lambda: model.predict_on_batch(x))
+    for _ in range(2):
+        for f in paths:
+            f()
+
+    def per_call(f, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t0) / n
+
+    return [tuple(per_call(f, n) for f, n in zip(paths, calls)) for _ in range(rounds)]
+
+
 def test_tfl203_predict_on_batch_in_a_loop_is_not_slower_than_a_direct_call():
     """Why TFL203 leaves ``predict_on_batch`` alone: it calls the cached predict function, with
     none of ``predict``'s per-call setup, and on a small batch beats an eager ``model(x)``
@@ -302,23 +319,8 @@ def test_tfl203_predict_on_batch_in_a_loop_is_not_slower_than_a_direct_call():
 
     model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(4)])
     x = np.random.default_rng(0).random((8, 16), dtype=np.float32)
-    for _ in range(3):  # warm up every path once
-        model.predict_on_batch(x)
-        model(x, training=False)
-        model.predict(x, verbose=0)
-
-    def per_call(f, n):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        return (time.perf_counter() - t0) / n
-
-    ratios = []
-    for _ in range(3):  # side by side, in the same run
-        on_batch = per_call(lambda: model.predict_on_batch(x), 50)
-        direct = per_call(lambda: model(x, training=False), 50)
-        predict = per_call(lambda: model.predict(x, verbose=0), 10)
-        ratios.append((on_batch / direct, predict / direct))
+    ratios = [(on_batch / direct, predict / direct)
+              for predict, direct, on_batch in _per_call_times(model, x, calls=(10, 50, 50))]
     np.testing.assert_allclose(model.predict_on_batch(x), model(x, training=False).numpy(), rtol=1e-5)
     assert min(r for r, _ in ratios) < 1.5, ratios  # not the multiple that TFL203 is about
     assert min(p for _, p in ratios) > 3, ratios  # while predict() per call is
@@ -341,23 +343,8 @@ def test_tfl203_on_a_deep_model_an_eager_call_is_no_cure_and_predict_on_batch_is
         h = keras.layers.LayerNormalization()(h + keras.layers.Dense(64)(keras.layers.Dense(128, activation="relu")(h)))
     model = keras.Model(inp, keras.layers.Dense(500)(h))
     x = np.random.default_rng(0).integers(0, 500, (1, 32)).astype("int32")
-    for _ in range(2):  # warm up every path
-        model.predict(x, verbose=0)
-        model.predict_on_batch(x)
-        model(x, training=False)
-
-    def per_call(f, n=10):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        return (time.perf_counter() - t0) / n
-
-    ratios = []
-    for _ in range(3):  # side by side, in the same run
-        predict = per_call(lambda: model.predict(x, verbose=0))
-        direct = per_call(lambda: model(x, training=False))
-        on_batch = per_call(lambda: model.predict_on_batch(x))
-        ratios.append((direct / predict, on_batch / predict))
+    ratios = [(direct / predict, on_batch / predict)
+              for predict, direct, on_batch in _per_call_times(model, x, calls=(10, 10, 10))]
     np.testing.assert_allclose(model.predict_on_batch(x), model.predict(x, verbose=0), rtol=1e-4, atol=1e-5)
     assert max(d for d, _ in ratios) > 0.4, ratios  # the eager call saves little (measured ~0.8x)
     assert min(o for _, o in ratios) < 0.3, ratios  # the compiled step saves most (measured ~0.08x)
