@@ -292,6 +292,30 @@ def test_tfl402_reported_on_the_map_line_of_a_chain():
     assert lines_at(src, MapWithoutParallelCalls, "2.5") == [5, 9]
 
 
+def test_tfl402_names_the_call_that_reads_state_not_an_attribute_read_before_it():
+    src = """
+    import keras
+    import tensorflow as tf
+
+    tokenizer = keras.layers.StringLookup(vocabulary=["a", "b"])
+
+    def preprocess(text, label):
+        start = tokenizer.vocabulary_size
+        return tokenizer(text), label
+
+    def constants_only(text, label):
+        return text, tokenizer.vocabulary_size
+
+    ds = tf.data.Dataset.from_tensor_slices((["a"], [1]))
+    ds.map(preprocess)
+    ds.map(constants_only)
+    """
+    found = run_rules(textwrap.dedent(src), [MapWithoutParallelCalls])
+    assert [f.line for f in found] == [15, 16]
+    # the call, line 9, not the attribute read on line 8; an attribute read alone still counts
+    assert "line 9)" in found[0].message and "line 12)" in found[1].message
+
+
 def test_tfl402_only_stateful_functions_or_parallelization_off():
     stateful = {
         "tf.random.uniform([])": True,

@@ -584,7 +584,8 @@ class DatasetFacts:
 
     def stateful_op(self, call: ast.Call) -> ast.AST | None:
         """The first operation that makes the function of ``Dataset.map`` call ``call``
-        stateful (in it, or in the module's functions it calls); ``None`` when none is seen."""
+        stateful (in it, or in the module's functions it calls), preferring one that is not a
+        mere attribute read of a stateful object; ``None`` when none is seen."""
         memo = self.__dict__.setdefault("_stateful_memo", {})
         if call in memo:
             return memo[call]
@@ -592,9 +593,14 @@ class DatasetFacts:
         top = self.map_functions(call)
         flags = self.python_flags(call, top)
         for f in functions_run_by(self, top, flags=flags):
-            found = self._stateful_in(f, flags if f in top else {})
-            if found is not None:
-                break
+            op = self._stateful_in(f, flags if f in top else {})
+            if op is None:
+                continue
+            weak = isinstance(op, ast.Name) and self._attribute_read(op)
+            if found is None or not weak:
+                found = op
+            if not weak:
+                break  # a call that reads state: the place to point at
         memo[call] = found
         return found
 
@@ -623,10 +629,14 @@ class DatasetFacts:
         return out
 
     def _stateful_in(self, func: ast.AST, flags: dict[str, bool] | None = None) -> ast.AST | None:
+        """The first stateful operation in ``func``; an attribute read of a stateful object
+        (``tokenizer.start_token_id``) only when nothing else is, so the finding points at the
+        call that reads state (``tokenizer(text)``) where there is one."""
         a = self.a
         values = self._stateful_values()
         body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
         stack = list(reversed(body))
+        attribute_read = None
         while stack:
             node = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
@@ -652,7 +662,9 @@ class DatasetFacts:
                     elif q.startswith(_STATEFUL_PREFIXES) or _stateful_value_name(q):
                         return node
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in values:
-                return node
+                if not self._attribute_read(node):
+                    return node
+                attribute_read = attribute_read or node
             elif (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -661,7 +673,16 @@ class DatasetFacts:
             ):
                 return node
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
-        return None
+        return attribute_read
+
+    def _attribute_read(self, name: ast.Name) -> bool:
+        """``name.attr`` read as a value (``tokenizer.start_token_id``), not called or indexed."""
+        parent = self.a.parent(name)
+        if not isinstance(parent, ast.Attribute):
+            return False
+        use = self.a.parent(parent)
+        return not ((isinstance(use, ast.Call) and use.func is parent)
+                    or (isinstance(use, ast.Subscript) and use.value is parent))
 
     def _applies_given_transformation(self, call: ast.Call, values: dict[str, ast.AST]) -> bool:
         """``layer.transform_images(x, transformation)`` (and the other ``transform_*``) of a
