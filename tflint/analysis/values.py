@@ -84,6 +84,23 @@ def number_constant(a: "Analysis", name: ast.Name) -> bool:
     return True
 
 
+def number_value(a: "Analysis", expr: ast.AST | None) -> int | float | None:
+    """The Python number ``expr`` holds: a literal (``1``, ``-0.5``), or a name that
+    :func:`number_constant` holds bound to one value (``batch_size = 1``); else ``None``."""
+    if isinstance(expr, ast.Name):
+        if not number_constant(a, expr):
+            return None
+        values = {_literal(v) for v in origins(a, expr) or ()}
+        return values.pop() if len(values) == 1 else None
+    return _literal(expr) if expr is not None and is_number_literal(expr) else None
+
+
+def _literal(node: ast.AST) -> int | float:
+    if isinstance(node, ast.UnaryOp):
+        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+    return node.value
+
+
 def is_number_literal(node: ast.AST) -> bool:
     """An int or float literal, signed or not (``3``, ``-0.5``); not a bool."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):

@@ -6,6 +6,7 @@ import ast
 from types import SimpleNamespace
 
 from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by, small_take
+from tflint.analysis.values import number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import move_step_before, tensorflow_alias
 from tflint.rules.base import Rule, RuleContext
@@ -648,6 +649,12 @@ class ShuffleAfterBatch(Rule):
 
         ds = tf.data.Dataset.range(100).batch(1).shuffle(100)  # batches of one example
         """,
+        """
+        import tensorflow as tf
+
+        batch_size = 1
+        ds = tf.data.Dataset.range(100).batch(batch_size).prefetch(100).shuffle(100)
+        """,
     ]
     INVALID = [
         """
@@ -700,7 +707,7 @@ class ShuffleAfterBatch(Rule):
                 if last_batch is not None:
                     batch = last_batch
                     break
-            if batch is None or self._one_look(ctx, t.node) or _batch_of_one(batch.node):
+            if batch is None or self._one_look(ctx, t.node) or _batch_of_one(ctx, batch.node):
                 continue
             edit = move_step_before(ctx, t.node, batch.node)
             ctx.report(
@@ -1254,10 +1261,11 @@ def _split_shuffles(transformations) -> dict[ast.Call, dict[str, int]]:
     return {s: where for s, where in cuts.items() if len(where) == 2}
 
 
-def _batch_of_one(call: ast.Call) -> bool:
-    """``batch(1)``: each batch is one example, so shuffling batches shuffles the examples."""
+def _batch_of_one(ctx: RuleContext, call: ast.Call) -> bool:
+    """``batch(1)`` (or ``batch(batch_size)`` with ``batch_size = 1``): each batch is one
+    example, so shuffling batches shuffles the examples."""
     size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "batch_size"), None)
-    return isinstance(size, ast.Constant) and size.value == 1
+    return number_value(ctx.analysis, size) == 1
 
 
 def _reshuffles(call: ast.Call) -> bool:

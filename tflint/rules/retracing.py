@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tflint.analysis.values import is_number_literal, number_constant
+from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
 from tflint.rules.base import Rule, RuleContext
@@ -1066,17 +1066,11 @@ class PerBatchPredict(Rule):
         if not (isinstance(it.func, ast.Name) and it.func.id == "range" and it.args and not it.keywords):
             return None
         a = ctx.analysis
-        bound = it.args[1] if len(it.args) > 1 else it.args[0]
-        start = it.args[0] if len(it.args) > 1 else ast.Constant(0)
-        if isinstance(bound, ast.Name):
-            scope = a.traced.defining_scope(bound.id, bound)
-            values = a.traced.bindings(bound.id, scope) if scope is not None else []
-            bound = values[0] if len(values) == 1 else None
-        if not (isinstance(bound, ast.Constant) and isinstance(start, ast.Constant)):
+        bound = number_value(a, it.args[1] if len(it.args) > 1 else it.args[0])
+        start = number_value(a, it.args[0]) if len(it.args) > 1 else 0
+        if not (type(bound) is int and type(start) is int):
             return None
-        if not (isinstance(bound.value, int) and isinstance(start.value, int)):
-            return None
-        count = bound.value - start.value
+        count = bound - start
         if count < self.LONG_LOOP:
             return None
         for anc in a.ancestors(call):
