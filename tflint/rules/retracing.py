@@ -764,7 +764,7 @@ _PER_BATCH_HOOKS = frozenset(
 # ``predict``'s setup, ~3x faster than an eager ``model(x)`` on a small batch and ~10x on a
 # small transformer, where the eager call costs nearly as much as ``predict`` (TensorFlow 2.21)
 _PREDICT = frozenset({"predict", "evaluate"})
-# keywords of `predict` that only steer its loop: calling the model directly needs none of them
+# keywords of `predict` that only steer its loop: `predict_on_batch` needs none of them
 _LOOP_ONLY_KEYWORDS = frozenset({"verbose", "batch_size", "steps", "callbacks"})
 
 
