@@ -593,14 +593,11 @@ class DatasetFacts:
         top = self.map_functions(call)
         flags = self.python_flags(call, top)
         for f in functions_run_by(self, top, flags=flags):
-            op = self._stateful_in(f, flags if f in top else {})
-            if op is None:
-                continue
-            weak = isinstance(op, ast.Name) and self._attribute_read(op)
-            if found is None or not weak:
-                found = op
-            if not weak:
-                break  # a call that reads state: the place to point at
+            op, attribute_read = self._stateful_in(f, flags if f in top else {})
+            if op is not None:
+                found = op  # a use that reads state: the place to point at
+                break
+            found = found or attribute_read
         memo[call] = found
         return found
 
@@ -628,10 +625,10 @@ class DatasetFacts:
         out.update(bound)
         return out
 
-    def _stateful_in(self, func: ast.AST, flags: dict[str, bool] | None = None) -> ast.AST | None:
-        """The first stateful operation in ``func``; an attribute read of a stateful object
-        (``tokenizer.start_token_id``) only when nothing else is, so the finding points at the
-        call that reads state (``tokenizer(text)``) where there is one."""
+    def _stateful_in(self, func: ast.AST, flags: dict[str, bool] | None = None) -> tuple[ast.AST | None, ast.AST | None]:
+        """The first stateful operation in ``func``, and the first attribute read of a stateful
+        object (``tokenizer.start_token_id``), which counts only when there is no operation: the
+        finding points at the call that reads state (``tokenizer(text)``) where there is one."""
         a = self.a
         values = self._stateful_values()
         body = [func.body] if isinstance(func, ast.Lambda) else list(func.body)
@@ -658,12 +655,12 @@ class DatasetFacts:
                             for k in node.keywords
                         )
                         if not stateless:
-                            return node
+                            return node, attribute_read
                     elif q.startswith(_STATEFUL_PREFIXES) or _stateful_value_name(q):
-                        return node
+                        return node, attribute_read
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in values:
                 if not self._attribute_read(node):
-                    return node
+                    return node, attribute_read
                 attribute_read = attribute_read or node
             elif (
                 isinstance(node, ast.Attribute)
@@ -671,9 +668,9 @@ class DatasetFacts:
                 and node.value.id == "self"
                 and "self." + node.attr in values
             ):
-                return node
+                return node, attribute_read
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
-        return attribute_read
+        return None, attribute_read
 
     def _attribute_read(self, name: ast.Name) -> bool:
         """``name.attr`` read as a value (``tokenizer.start_token_id``), not called or indexed."""
