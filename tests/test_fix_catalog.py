@@ -271,6 +271,46 @@ CASES = [
         observe=lambda ns: (ns["elapsed"], bool(_allclose(ns["outputs"], ns["reference"]))),
     ),
     Case(
+        "TFL204",
+        d(
+            """
+            import time
+            import numpy as np
+            import keras
+
+            keras.utils.set_random_seed(0)
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+            model.compile(optimizer="sgd", loss="mse")
+            x = np.linspace(-1, 1, 96 * 4, dtype="float32").reshape(96, 4)
+            y = np.cos(x[:, :3])
+            model.fit(x[:8], y[:8], epochs=1, verbose=0)
+            start = time.perf_counter()
+            for i in range(0, 96, 8):
+                model.fit(x[i:i + 8], y[i:i + 8], epochs=1, verbose=0)
+            elapsed = time.perf_counter() - start
+            """
+        ),
+        d(
+            """
+            import time
+            import numpy as np
+            import keras
+
+            keras.utils.set_random_seed(0)
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+            model.compile(optimizer="sgd", loss="mse")
+            x = np.linspace(-1, 1, 96 * 4, dtype="float32").reshape(96, 4)
+            y = np.cos(x[:, :3])
+            model.fit(x[:8], y[:8], epochs=1, verbose=0)
+            start = time.perf_counter()
+            for i in range(0, 96, 8):
+                model.train_on_batch(x[i:i + 8], y[i:i + 8])
+            elapsed = time.perf_counter() - start
+            """
+        ),
+        observe=lambda ns: (ns["elapsed"], [w.copy() for w in ns["model"].get_weights()]),
+    ),
+    Case(
         "TFL301",
         d(
             """
@@ -840,7 +880,7 @@ def tf_is_finite(t) -> bool:
 STATIC_ONLY: set[str] = set()
 # timed cases: the fixed program overlaps or parallelizes what the original ran one after
 # the other (sleep-based stages, so the effect is large on a busy machine too)
-TIMED = {"TFL203", "TFL401", "TFL402"}
+TIMED = {"TFL203", "TFL204", "TFL401", "TFL402"}
 
 
 def test_every_fixable_rule_has_a_case():
@@ -878,6 +918,15 @@ def test_fixed_program_no_longer_misbehaves(case, capfd):
         fast, same_after = run(case.after, case.observe)
         assert same_before and same_after  # the same predictions
         assert slow > 2 * fast, (slow, fast)  # `predict` per batch pays its setup on each call
+        return
+    if case.code == "TFL204":
+        slow, before_weights = run(case.before, case.observe)
+        fast, after_weights = run(case.after, case.observe)
+        import numpy as np
+
+        # the same twelve SGD steps on the same batches
+        assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(before_weights, after_weights))
+        assert slow > 3 * fast, (slow, fast)  # `fit` per batch pays its setup on each call
         return
     if case.code in ("TFL401", "TFL402"):
         # alternate the two and compare the fastest of each: single timings are noisy

@@ -294,6 +294,69 @@ def test_tfl203_message_names_the_loop():
     assert "line 4" in f.message and "`batch`" in f.message
 
 
+# -- TFL204 --------------------------------------------------------------------------------
+
+TF_DS = KERAS + "import tensorflow as tf\nds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)\n"
+
+
+@pytest.mark.parametrize(
+    "body,fires",
+    [
+        ("for xb, yb in ds:\n    model.fit(xb, yb, verbose=0)", True),
+        ("for step, (xb, yb) in enumerate(ds):\n    model.fit(xb, yb)", True),
+        ("for xb, yb in ds.take(3):\n    model.fit(xb, yb)", False),  # a look at three batches
+        ("for i in range(0, len(x), 32):\n    model.fit(x[i:i + 32], y[i:i + 32])", True),
+        ("for i in range(n):\n    b = idx[i * 32:(i + 1) * 32]\n    model.fit(x[b], y[b])", True),
+        ("for i in range(n):\n    xb = x[i * 32:(i + 1) * 32]\n    model.fit(xb, y[i * 32:(i + 1) * 32])", True),
+        ("for i in range(len(x)):\n    model.fit(x[i][None], y[i][None])", True),
+        ("for i in range(len(x)):\n    model.fit(np.array([x[i]]), y[i:i + 1])", True),
+        ("for i in range(n_clients):\n    model.fit(client_x[i], client_y[i])", False),  # whole arrays
+        ("for x_chunk, y_chunk in load_chunks(files):\n    model.fit(x_chunk, y_chunk)", False),
+        ("for epoch in range(20):\n    model.fit(x[perm[epoch]], y, epochs=1)", False),
+        ("for i in range(5):\n    model = build()\n    model.fit(x[i:i + 100], y[i:i + 100])", False),
+        ("for xb, yb in ds:\n    model.train_on_batch(xb, yb)", False),
+        ("import random\nfor s, a, r, s2, done in random.sample(memory, 32):\n    model.fit(s, r)", True),
+        ("import random\nfor d in random.sample(client_sets, 4):\n    model.fit(d, epochs=1)", False),
+        ("import random\nfor s in random.sample(self.replay_buffer, 32):\n    model.fit(s, t)", True),
+        ("for s, a, r, s2, done in replay_memory:\n    model.fit(s, r)", True),
+        ("for s, a, r in rows:\n    model.fit(s, r)", False),
+        ("for i in range(0, len(x), 100000):\n    model.fit(x[i:i + 100000], y[i:i + 100000])", False),
+        ("CHUNK = 50000\nfor i in range(0, n, CHUNK):\n    model.fit(x[i:i + CHUNK], y[i:i + CHUNK])", False),
+        ("for i in range(0, n, 512):\n    model.fit(x[i:i + 512], y[i:i + 512])", True),
+        ("for xb, yb in datagen.flow(x, y, batch_size=32):\n    model.fit(xb, yb)", True),
+        ("import random\nwhile not done:\n    batch = random.sample(memory, 32)\n"
+         "    states = np.array([t[0] for t in batch])\n    model.fit(states, q, epochs=1, verbose=0)", True),
+        ("while not done:\n    idx = np.random.choice(len(self.buffer), 64)\n"
+         "    model.fit(self.states[idx], q, verbose=0)", True),
+        ("while not done:\n    idx = np.random.choice(len(x_train), 64)\n"
+         "    model.fit(x_train[idx], y_train[idx], verbose=0)", False),
+    ],
+)
+def test_tfl204_batches_and_samples_versus_whole_datasets(body, fires):
+    got = lines("TFL204", TF_DS + "import numpy as np\n" + body + "\n")
+    assert bool(got) is fires, got
+
+
+def test_tfl204_fix_only_where_train_on_batch_means_the_same():
+    from tflint.check.fix import fix_file
+
+    def fixed(call: str) -> str:
+        src = TF_DS + f"for xb, yb in ds:\n    {call}\n"
+        assert lines("TFL204", src), call
+        out = fix_file("example.py", src.encode(), frozenset({"TFL204"}), unsafe=True)
+        return (out.new_text if out.new_raw is not None else src).splitlines()[-1].strip()
+
+    assert fixed("model.fit(xb, yb, epochs=1, verbose=0)") == "model.train_on_batch(xb, yb)"
+    assert fixed("model.fit(x=xb, y=yb, sample_weight=w)") == "model.train_on_batch(xb, yb, sample_weight=w)"
+    assert fixed("h = model.fit(xb, yb)") == "h = model.fit(xb, yb)"  # the History is used
+    assert fixed("model.fit(xb, yb, epochs=5)") == "model.fit(xb, yb, epochs=5)"  # five steps
+    assert fixed("model.fit(xb, yb, callbacks=[cb])") == "model.fit(xb, yb, callbacks=[cb])"
+    src = TF_DS + "for batch in ds:\n    model.fit(batch, verbose=0)\n"  # `batch` may be an (x, y) pair
+    assert lines("TFL204", src)
+    out = fix_file("example.py", src.encode(), frozenset({"TFL204"}), unsafe=True)
+    assert out.new_raw is None
+
+
 # -- real-code false positives ---------------------------------------------------------------
 
 def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():

@@ -474,6 +474,59 @@ def test_tfl203_predict_in_every_iteration_of_a_long_loop_is_slow():
     assert lines == [14]  # the predict loop; the direct call is fine
 
 
+# -- TFL204: fit on one batch per iteration of a loop ------------------------------------------
+FIT_PER_BATCH = """
+    import time
+
+    import numpy as np
+    import keras
+
+    def make():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.normal(size=(16, 8)).astype("float32"), rng.normal(size=(16, 4)).astype("float32"))
+               for _ in range(20)]
+    slow, fast = make(), make()
+    slow.fit(*batches[0], epochs=1, verbose=0, shuffle=False)  # both compiled before timing
+    fast.train_on_batch(*batches[0])
+    slow.set_weights(fast.get_weights())
+
+    start = time.perf_counter()
+    for xb, yb in batches:
+        slow.fit(xb, yb, epochs=1, verbose=0, shuffle=False)
+    per_fit = time.perf_counter() - start
+
+    start = time.perf_counter()
+    for xb, yb in batches:
+        fast.train_on_batch(xb, yb)
+    per_step = time.perf_counter() - start
+"""
+FIT_PER_BATCH_LINT = """
+    import tensorflow as tf
+
+    model = tf.keras.models.load_model("m.keras")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    for xb, yb in ds:
+        model.fit(xb, yb, epochs=1, verbose=0)
+    for xb, yb in ds:
+        model.train_on_batch(xb, yb)
+"""
+
+
+def test_tfl204_fit_per_batch_is_the_same_update_for_many_times_the_time():
+    # Measured side by side in one run: a ratio, not an absolute time.
+    ns = run(FIT_PER_BATCH)
+    assert ns["per_fit"] > 5 * ns["per_step"]
+    # the same twenty SGD steps on the same batches: the weights agree
+    for a, b in zip(ns["slow"].get_weights(), ns["fast"].get_weights()):
+        assert abs(a - b).max() < 1e-5
+    assert codes(FIT_PER_BATCH_LINT) == [(7, "TFL204")]
+
+
 # -- TFL608: plain tf.Variable attributes of a Keras 3 model -----------------------------------
 UNTRACKED_BAD = """
     import numpy as np

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from tflint.analysis.astutil import walk_own
 from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
@@ -1091,6 +1092,371 @@ class PerBatchPredict(Rule):
         if q is None:
             return True
         return q.startswith(("keras.", "tensorflow."))
+
+
+# wrappers that only give one sample a batch dimension (or convert it): the data is still the
+# loop's sample
+_BATCH_DIM_CALLS = frozenset(
+    {
+        "numpy.expand_dims", "numpy.reshape", "numpy.array", "numpy.asarray", "numpy.atleast_2d",
+        "tensorflow.expand_dims", "tensorflow.reshape", "tensorflow.convert_to_tensor", "tensorflow.constant",
+    }
+)
+# keywords of a one-batch `fit` that `train_on_batch` does not need
+_FIT_LOOP_ONLY_KEYWORDS = frozenset({"verbose", "batch_size", "shuffle"})
+_REPLAY_WORDS = ("memory", "buffer", "replay", "experience")
+_FLOW_METHODS = frozenset({"flow", "flow_from_directory", "flow_from_dataframe"})
+_SAMPLERS = frozenset({"random.sample", "random.choices", "numpy.random.choice", "numpy.random.randint"})
+
+
+def _train_on_batch_fix(ctx: RuleContext, call: ast.Call) -> Fix | None:
+    """``model.fit(x, y, epochs=1, verbose=0)`` as a statement → ``model.train_on_batch(x, y)``
+    (no other keywords but ``verbose``, ``batch_size``, ``shuffle`` and ``sample_weight``)."""
+    f = call.func
+    parent = ctx.analysis.parent(call)
+    if not isinstance(f, ast.Attribute) or not isinstance(parent, ast.Expr):
+        return None  # the History `fit` returns is used: `train_on_batch` returns the loss
+    kw = {k.arg: k.value for k in call.keywords}
+    if None in kw or len(call.args) > 2:
+        return None
+    x = call.args[0] if call.args else kw.pop("x", None)
+    y = call.args[1] if len(call.args) > 1 else kw.pop("y", None)
+    epochs = kw.pop("epochs", None)
+    if x is None or y is None or (epochs is not None and not (isinstance(epochs, ast.Constant) and epochs.value == 1)):
+        return None  # without `y`, `x` may be an (x, y) tuple, which `train_on_batch` takes as inputs
+    weight = kw.pop("sample_weight", None)
+    if any(k not in _FIT_LOOP_ONLY_KEYWORDS for k in kw):
+        return None
+    args = [ctx.segment(x), ctx.segment(y)]
+    if weight is not None:
+        args.append(f"sample_weight={ctx.segment(weight)}")
+    text = f"{ctx.segment(f.value)}.train_on_batch({', '.join(args)})"
+    return Fix(f"Run one compiled training step on the batch: `{text}`", (replace_span(start_of(call), end_of(call), text),), "unsafe")
+
+
+class PerBatchFit(Rule):
+    code = "TFL204"
+    name = "per-batch-fit-in-loop"
+    severity = Severity.WARNING
+    summary = "`model.fit` called on one batch or sample per iteration of a Python loop"
+    fixable = True
+    fix_safety = (
+        "For `fit(x, y)` used as a statement, with `epochs=1` or no `epochs`, and no keywords "
+        "but `verbose`, `batch_size`, `shuffle` and `sample_weight`, the fix calls "
+        "`model.train_on_batch(x, y)`: one compiled training step on the same data. It is "
+        "unsafe: `fit` cuts an input of more than 32 samples (or `batch_size`) into several "
+        "steps, `train_on_batch` takes it as one batch, and no callbacks run."
+    )
+    what = (
+        "Checks for `model.fit(...)` called inside a Python loop on the loop's current batch or "
+        "sample: the elements of a `tf.data` dataset (`for xb, yb in ds`) or the batches of "
+        "`ImageDataGenerator.flow(...)`, transitions of a "
+        "replay memory (`for state, action, reward, next_state, done in "
+        "random.sample(memory, n)`), a minibatch drawn from a replay memory in the loop body "
+        "(`batch = random.sample(self.memory, 32)`), or slices of an array by the loop index "
+        "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`). A loop that calls `fit` on a whole dataset per epoch, "
+        "fold or trial is fine, and so is a loop that builds a new model each iteration, "
+        "visits a few batches (at most 16) or loads a large dataset in chunks of more than "
+        "4096 rows (`x[i:i + 100000]`)."
+    )
+    why = (
+        "`fit` is built to run many steps: every call sets up a data adapter, an epoch "
+        "iterator, callbacks and a `History`, then runs one step for a small batch. Measured "
+        "on a small model (TensorFlow 2.21, Keras 3, CPU): about 60 ms per `fit` call against "
+        "about 1 ms for `train_on_batch` on the same batch, the same update for 50-60x the "
+        "time. Reinforcement-learning replay loops that `fit` one transition at a time spend "
+        "nearly all their time there."
+    )
+    example = (
+        """
+        for state, action, reward, next_state, done in random.sample(memory, 32):
+            target = model.predict_on_batch(state)
+            target[0][action] = reward
+            model.fit(state, target, epochs=1, verbose=0)
+        """
+    )
+    use_instead = (
+        """
+        for state, action, reward, next_state, done in random.sample(memory, 32):
+            target = model.predict_on_batch(state)
+            target[0][action] = reward
+            model.train_on_batch(state, target)
+        # better still: stack the 32 transitions and train on them as one batch
+        """
+    )
+    VALID = [
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile('adam', 'mse')
+        for epoch in range(10):
+            model.fit(x_train, y_train, epochs=1)
+            model.save(f'ckpt_{epoch}.keras')
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile('adam', 'mse')
+        for xb, yb in train_ds:
+            model.train_on_batch(xb, yb)
+        """,
+        """
+        import keras
+
+        for i in range(k):  # k-fold cross-validation: a new model per fold
+            model = build_model()
+            model.fit(x_train[folds[i]], y_train[folds[i]], epochs=50)
+        """,
+        """
+        import random
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for client_ds in random.sample(client_datasets, 10):  # a whole dataset per client
+            model.fit(client_ds, epochs=1)
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for i in range(num_clients):  # each client's own arrays, not a sample
+            model.fit(client_x[i], client_y[i], epochs=1)
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for xb, yb in train_ds.take(3):
+            model.fit(xb, yb, verbose=0)
+        """,
+    ]
+    INVALID = [
+        """
+        import random
+        import keras
+
+        class Agent:
+            def replay(self, batch_size):
+                minibatch = random.sample(self.memory, batch_size)
+                for state, action, reward, next_state, done in minibatch:
+                    target = self.model.predict_on_batch(state)
+                    self.model.fit(state, target, epochs=1, verbose=0)  # expect: TFL204
+        """,
+        """
+        import tensorflow as tf
+
+        model = tf.keras.models.load_model('m.keras')
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+        for xb, yb in ds:
+            model.fit(xb, yb, verbose=0)  # expect: TFL204
+        """,
+        """
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for i in range(0, len(x_train), 64):
+            xb = x_train[i:i + 64]
+            model.fit(xb, y_train[i:i + 64], epochs=1, verbose=0)  # expect: TFL204
+        """,
+        """
+        import numpy as np
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(1)])
+        for i in range(len(x_train)):
+            sample = np.expand_dims(x_train[i], 0)
+            model.fit(sample, y_train[i:i + 1], verbose=0)  # expect: TFL204
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        if not a.imports.uses_tensorflow:
+            return
+        for node in a.nodes(ast.Call):
+            f = node.func
+            if not (isinstance(f, ast.Attribute) and f.attr == "fit"):
+                continue
+            if not PerBatchPredict._is_keras_model(ctx, f.value) or a.traced.is_traced(node):
+                continue
+            x = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "x"), None)
+            if x is None:
+                continue
+            model = ctx.segment(f.value)
+            for loop in a.loops.enclosing_loops(node):
+                if a.loops.is_over_runs(loop) or _over_listed_items(loop) or self._rebinds(ctx, loop, model):
+                    break
+                bound = a.loops.iteration_bound(loop)
+                if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
+                    break
+                what = self._per_element(ctx, loop, x, 0)
+                if what is None:
+                    continue
+                ctx.report(
+                    node,
+                    f"`fit()` is called on `{what}`, {self._kind(ctx, loop)} of the loop on line "
+                    f"{loop.lineno}: each call pays `fit`'s whole setup again for one batch; use "
+                    f"`{model}.train_on_batch(x, y)` in the loop, or one `fit` on the whole dataset",
+                    fix=_train_on_batch_fix(ctx, node),
+                )
+                break
+
+    @staticmethod
+    def _rebinds(ctx: RuleContext, loop: ast.AST, model: str) -> bool:
+        """The loop body binds the model anew (a model per fold or trial)."""
+        return any(
+            isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
+                ctx.segment(t) == model for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+            for stmt in loop.body for n in ast.walk(stmt)
+        )
+
+    @staticmethod
+    def _kind(ctx: RuleContext, loop: ast.AST) -> str:
+        it = getattr(loop, "iter", None)
+        if it is not None and ctx.analysis.datasets.is_dataset(it):
+            return "an element of the dataset"
+        return "one batch or sample"
+
+    def _per_element(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
+        """How ``expr`` (``fit``'s input) is one batch or sample of ``loop``, as source text:
+        a target of a loop over a dataset or a replay sample, or a slice of an array by the
+        loop index (a bare ``x[i]`` counts only inside a wrapper that gives it a batch
+        dimension); ``None`` when it is not known to be."""
+        a = ctx.analysis
+        inner, wrapped = _strip_batch_dim(a, expr)
+        if isinstance(inner, ast.Name):
+            if inner.id in self._element_targets(ctx, loop) or self._replay_sample(ctx, loop, inner, 0):
+                return inner.id
+            if depth < 3:
+                bound = _body_binding(loop, inner.id)
+                if bound is not None and self._per_element(ctx, loop, bound, depth + 1) is not None:
+                    return inner.id
+            return None
+        if isinstance(inner, ast.Subscript):
+            index = set(a.loops.python_scalars(loop))
+            sl = inner.slice
+            if isinstance(sl, ast.Name) and self._replay_sample(ctx, loop, sl, 0):
+                return ctx.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
+            if isinstance(sl, ast.Name) and sl.id not in index:
+                # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
+                bound = _body_binding(loop, sl.id)
+                if (isinstance(bound, ast.Subscript) and isinstance(bound.slice, ast.Slice)
+                        and any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(bound.slice))):
+                    return ctx.segment(expr)
+                return None
+            if not any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(sl)):
+                return None
+            if isinstance(sl, ast.Slice) and self._chunk(ctx, loop, sl):
+                return None
+            if isinstance(sl, ast.Slice) or wrapped:
+                return ctx.segment(expr)
+        return None
+
+    # A slice of more rows than this is a chunk of a large dataset loaded piece by piece: `fit`
+    # runs many steps on it, and its setup is a small share of the call.
+    CHUNK_ROWS = 4096
+
+    def _chunk(self, ctx: RuleContext, loop: ast.AST, sl: ast.Slice) -> bool:
+        """``x[i:i + 100000]``, or a slice by the index of ``range(0, n, 100000)``: more rows
+        than ``CHUNK_ROWS`` per call."""
+        a = ctx.analysis
+        up = sl.upper
+        if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add):
+            width = number_value(a, up.right)
+            if type(width) is int and width > self.CHUNK_ROWS:
+                return True
+        it = getattr(loop, "iter", None)
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and len(it.args) == 3):
+            step = number_value(a, it.args[2])
+            return type(step) is int and step > self.CHUNK_ROWS
+        return False
+
+    def _replay_sample(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> bool:
+        """``expr`` comes from a minibatch drawn from a replay memory in the loop body
+        (``batch = random.sample(self.memory, 32)``, ``idx = np.random.choice(len(buffer), 64)``),
+        through the body's assignments: one sampled batch per iteration."""
+        a = ctx.analysis
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Call) and a.call_name(n) in _SAMPLERS and n.args:
+                if any(w in ctx.segment(n.args[0]).lower() for w in _REPLAY_WORDS):
+                    return True
+            elif isinstance(n, ast.Name) and depth < 4:
+                bound = _body_binding(loop, n.id)
+                if bound is not None and bound is not expr and self._replay_sample(ctx, loop, bound, depth + 1):
+                    return True
+        return False
+
+    @staticmethod
+    def _element_targets(ctx: RuleContext, loop: ast.AST) -> set[str]:
+        """Names bound by ``loop``'s target to one element of a batch or sample source: a
+        ``tf.data`` dataset, transitions of a replay memory (a target of three names or more,
+        ``for s, a, r, s2, done in memory``), or a ``random.sample`` of one."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return set()
+        a = ctx.analysis
+        it, target = loop.iter, loop.target
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
+                and it.args and isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            it, target = it.args[0], target.elts[1]
+        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if a.datasets.is_dataset(it) or (
+            isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in _FLOW_METHODS
+        ):
+            return names  # a dataset's elements, or an ImageDataGenerator's batches
+        transitions = isinstance(target, ast.Tuple) and len(target.elts) >= 3
+        if transitions and any(w in ctx.segment(it).lower() for w in _REPLAY_WORDS):
+            return names  # `for s, a, r, s2, done in replay_memory:` one transition at a time
+        sample = it
+        if isinstance(it, ast.Name):
+            scope = a.enclosing_function(loop) or a.tree
+            binds = a.traced.bindings(it.id, scope)
+            sample = binds[0] if len(binds) == 1 else None
+        if not (isinstance(sample, ast.Call) and a.call_name(sample) in ("random.sample", "random.choices") and sample.args):
+            return set()
+        pool = ctx.segment(sample.args[0]).lower()
+        return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
+
+
+def _body_binding(loop: ast.AST, name: str) -> ast.AST | None:
+    """The value of the one plain assignment ``name = value`` in ``loop``'s body, if there is
+    exactly one."""
+    values = [
+        n.value for n in walk_own(loop.body)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
+    ]
+    return values[0] if len(values) == 1 else None
+
+
+def _strip_batch_dim(a, expr: ast.AST) -> tuple[ast.AST, bool]:
+    """``np.expand_dims(x[i], 0)``, ``x[i].reshape(1, -1)``, ``np.array([x[i]])``,
+    ``x[i][None]`` → (``x[i]``, True); anything else → (itself, False)."""
+    wrapped = False
+    for _ in range(4):
+        if isinstance(expr, ast.Call) and expr.args and a.call_name(expr) in _BATCH_DIM_CALLS:
+            expr = expr.args[0]
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "reshape":
+            expr = expr.func.value
+        elif isinstance(expr, (ast.List, ast.Tuple)) and len(expr.elts) == 1:
+            expr = expr.elts[0]
+        elif isinstance(expr, ast.Subscript) and _adds_axis(expr.slice):
+            expr = expr.value
+        else:
+            break
+        wrapped = True
+    return expr, wrapped
+
+
+def _adds_axis(sl: ast.AST) -> bool:
+    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    return any(
+        (isinstance(p, ast.Constant) and p.value is None) or (isinstance(p, ast.Attribute) and p.attr == "newaxis")
+        for p in parts
+    )
 
 
 def _over_listed_items(loop: ast.AST) -> bool:
