@@ -459,6 +459,10 @@ def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any
                 return None
             x, y = next(iter(wl.ds))
             call = [(models[m], lambda f=cf: f((x, y))) for m, cf in found.items()]
+            # and each model's whole train function (Keras' step loop around the traced step:
+            # the input probe included), on one shared iterator
+            it = iter(wl.ds)
+            call += [(on, lambda f=m.train_function: f(it)) for on, ms in wl.models.items() for m in ms]
         else:
             return None
         for _, c in call:
@@ -473,15 +477,23 @@ def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any
     finally:
         session.set_enabled(True)
 
-    def arm(on: bool, stat: Callable[[list[float]], float]) -> float:
-        return statistics.fmean(stat(t) for (o, _), t in zip(call, times) if o == on)
+    n_step = len(call) if not isinstance(wl, FitLoop) else 2 * wl.twins  # the traced steps; then train functions
+
+    def arm(on: bool, stat: Callable[[list[float]], float], part: slice = slice(0, n_step)) -> float:
+        return statistics.fmean(stat(t) for (o, _), t in list(zip(call, times))[part] if o == on)
 
     on_s, off_s = arm(True, statistics.median), arm(False, statistics.median)
     mean_on, mean_off = arm(True, trimmed_mean), arm(False, trimmed_mean)
-    return {"graph_call_s_on": on_s, "graph_call_s_off": off_s, "graph_added_s": on_s - off_s,
-            "graph_added_mean_s": mean_on - mean_off, "calls": calls, "twins": wl.twins,
-            "twin_medians_s": {"on": [statistics.median(t) for (o, _), t in zip(call, times) if o],
-                               "off": [statistics.median(t) for (o, _), t in zip(call, times) if not o]}}
+    out = {"graph_call_s_on": on_s, "graph_call_s_off": off_s, "graph_added_s": on_s - off_s,
+           "graph_added_mean_s": mean_on - mean_off, "calls": calls, "twins": wl.twins,
+           "twin_medians_s": {"on": [statistics.median(t) for (o, _), t in list(zip(call, times))[:n_step] if o],
+                              "off": [statistics.median(t) for (o, _), t in list(zip(call, times))[:n_step] if not o]}}
+    if n_step < len(call):  # fit: Keras' whole train function, probed against plain, hooks off
+        rest = slice(n_step, len(call))
+        out["train_fn_call_s_on"] = arm(True, statistics.median, rest)
+        out["train_fn_call_s_off"] = arm(False, statistics.median, rest)
+        out["train_fn_added_s"] = out["train_fn_call_s_on"] - out["train_fn_call_s_off"]
+    return out
 
 
 def startup(runs: int) -> dict[str, Any]:
@@ -601,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
                               f"({pc['graph_call_s_off'] * 1e3:.3f} -> {pc['graph_call_s_on'] * 1e3:.3f} ms per call "
                               f"of the traced step, alternating calls, hooks off, {pc['twins']} twin(s) each)",
                               flush=True)
+                        if "train_fn_added_s" in pc:
+                            print(f"{'':8} {'':5} Keras' whole train function: +{pc['train_fn_added_s'] * 1e6:.1f} us "
+                                  f"per call ({pc['train_fn_call_s_off'] * 1e3:.3f} -> "
+                                  f"{pc['train_fn_call_s_on'] * 1e3:.3f} ms, alternating calls, hooks off)", flush=True)
         status = session.status()
     out: dict[str, Any] = {"step_overhead": results, "session_status": status}
     if args.startup_runs > 0:
