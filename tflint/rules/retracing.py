@@ -781,7 +781,12 @@ def _on_batch_fix(ctx: RuleContext, call: ast.Call) -> Fix | None:
     if len(inputs) != 1 or others or any(k.arg is None for k in call.keywords):
         return None
     text = f"{ctx.segment(f.value)}.predict_on_batch({ctx.segment(inputs[0])})"
-    return Fix(f"Run the compiled step on the batch: `{text}`", (replace_span(start_of(call), end_of(call), text),), "unsafe")
+    return _call_replaced(call, "Run the compiled step on the batch", text)
+
+
+def _call_replaced(call: ast.Call, title: str, text: str) -> Fix:
+    """An unsafe fix that replaces the whole ``call`` with ``text``."""
+    return Fix(f"{title}: `{text}`", (replace_span(start_of(call), end_of(call), text),), "unsafe")
 
 
 class PerBatchPredict(Rule):
@@ -1131,7 +1136,7 @@ def _train_on_batch_fix(ctx: RuleContext, call: ast.Call) -> Fix | None:
     if weight is not None:
         args.append(f"sample_weight={ctx.segment(weight)}")
     text = f"{ctx.segment(f.value)}.train_on_batch({', '.join(args)})"
-    return Fix(f"Run one compiled training step on the batch: `{text}`", (replace_span(start_of(call), end_of(call), text),), "unsafe")
+    return _call_replaced(call, "Run one compiled training step on the batch", text)
 
 
 class PerBatchFit(Rule):
