@@ -324,6 +324,7 @@ TF_DS = KERAS + "import tensorflow as tf\nds = tf.data.Dataset.from_tensor_slice
         ("CHUNK = 50000\nfor i in range(0, n, CHUNK):\n    model.fit(x[i:i + CHUNK], y[i:i + CHUNK])", False),
         ("for i in range(0, n, 512):\n    model.fit(x[i:i + 512], y[i:i + 512])", True),
         ("for xb, yb in datagen.flow(x, y, batch_size=32):\n    model.fit(xb, yb)", True),
+        ("for item in ds:\n    imgs = item[0]\n    model.fit([imgs], item[1], verbose=0)", True),
         ("import random\nwhile not done:\n    batch = random.sample(memory, 32)\n"
          "    states = np.array([t[0] for t in batch])\n    model.fit(states, q, epochs=1, verbose=0)", True),
         ("while not done:\n    idx = np.random.choice(len(self.buffer), 64)\n"

@@ -1341,6 +1341,8 @@ class PerBatchFit(Rule):
                     return inner.id
             return None
         if isinstance(inner, ast.Subscript):
+            if isinstance(inner.value, ast.Name) and inner.value.id in self._element_targets(ctx, loop):
+                return ctx.segment(expr)  # `item[0]` of a dataset element
             index = set(a.loops.python_scalars(loop))
             sl = inner.slice
             if isinstance(sl, ast.Name) and self._replay_sample(ctx, loop, sl, 0):
