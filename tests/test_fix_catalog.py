@@ -295,6 +295,25 @@ CASES = [
         ),
         observe=lambda ns: (ns["elapsed"], [w.copy() for w in ns["model"].get_weights()]),
     ),
+    Case(  # the premise (two fresh interpreters) is in tests/premises/test_catalog_v2.py
+        "TFL609",
+        d(
+            """
+            import tensorflow as tf
+
+            tf.random.set_seed(0)
+            model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
+            """
+        ),
+        d(
+            """
+            import tensorflow as tf
+
+            tf.keras.utils.set_random_seed(0)
+            model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
+            """
+        ),
+    ),
     Case(
         "TFL301",
         d(

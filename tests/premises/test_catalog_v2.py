@@ -527,6 +527,41 @@ def test_tfl204_fit_per_batch_is_the_same_update_for_many_times_the_time():
     assert codes(FIT_PER_BATCH_LINT) == [(7, "TFL204")]
 
 
+# -- TFL609: tf.random.set_seed does not seed Keras 3 ------------------------------------------
+SEED_TF_ONLY = """
+    import numpy as np
+    import tensorflow as tf
+
+    np.random.seed(0)
+    tf.random.set_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
+    print("KERNEL", repr(float(np.asarray(model.weights[0]).sum())))
+    print("TFOP", repr(float(tf.random.normal([3]).numpy().sum())))
+"""
+SEED_ALL = SEED_TF_ONLY.replace("tf.random.set_seed(0)", "tf.keras.utils.set_random_seed(0)")
+
+
+def _seeded_run(source: str) -> tuple[str, str]:
+    """(initial kernel, a tf.random draw) printed by ``source`` in a fresh interpreter: global
+    seeds are per process."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
+                         check=True, env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout
+    got = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith(("KERNEL", "TFOP")))
+    return got["KERNEL"], got["TFOP"]
+
+
+def test_tfl609_tf_random_set_seed_leaves_keras3_weights_unseeded():
+    first, second = _seeded_run(SEED_TF_ONLY), _seeded_run(SEED_TF_ONLY)
+    assert first[1] == second[1]  # TensorFlow's own ops follow its seed...
+    assert first[0] != second[0]  # ...Keras 3's initial weights do not
+    fixed = _seeded_run(SEED_ALL), _seeded_run(SEED_ALL)
+    assert fixed[0] == fixed[1]
+    assert codes(SEED_TF_ONLY) == [(6, "TFL609")]
+    assert codes(SEED_ALL) == []
+
+
 # -- TFL608: plain tf.Variable attributes of a Keras 3 model -----------------------------------
 UNTRACKED_BAD = """
     import numpy as np

@@ -1857,3 +1857,164 @@ def _only_assigned(ctx: RuleContext, name: str, at: ast.AST) -> bool:
             elif isinstance(n, (ast.Import, ast.ImportFrom)) and any((al.asname or al.name) == name for al in n.names):
                 return False
     return True
+
+
+_TF_SET_SEED = frozenset({"tensorflow.random.set_seed", "tensorflow.compat.v2.random.set_seed"})
+# calls that seed what Keras 3 draws its default seeds from (Python's `random`); call names are
+# canonical (`tf.keras.X` reads as `keras.X`)
+_KERAS_SEEDERS = frozenset({"keras.utils.set_random_seed", "random.seed"})
+_KERAS_RANDOM_USERS = ("keras.layers.", "keras.Sequential", "keras.models.Sequential", "keras.applications.",
+                       "keras.initializers.")
+
+
+class TfSeedDoesNotSeedKeras3(Rule):
+    code = "TFL609"
+    name = "tf-seed-does-not-seed-keras-3"
+    severity = Severity.WARNING
+    summary = "`tf.random.set_seed()` does not seed Keras 3's initializers and dropout"
+    fixable = True
+    fix_safety = (
+        "The fix calls `tf.keras.utils.set_random_seed(seed)` instead, which sets TensorFlow's "
+        "seed as before and seeds Python's `random` and NumPy's global generator too. It is "
+        "unsafe: other code of the program that draws from `random` or `np.random` gets "
+        "different (now repeatable) values."
+    )
+    what = (
+        "Checks for `tf.random.set_seed(...)` in a module that builds Keras layers or models, "
+        "for Keras 3 (the Keras of TensorFlow 2.16 and later; code importing `tf_keras` is "
+        "Keras 2 and is not checked), when the module never calls `keras.utils.set_random_seed` "
+        "or `random.seed`."
+    )
+    why = (
+        "Keras 3 draws the seed of every unseeded initializer and dropout layer from Python's "
+        "`random` module, not from TensorFlow's global seed. `tf.random.set_seed(0)` still "
+        "seeds `tf.random` ops and `tf.data` shuffles, so the script looks reproducible, but "
+        "every run starts from different weights: two runs of the same script give different "
+        "losses, and a comparison between two settings measures the initialization as well. "
+        "TensorFlow 2 with Keras 2 seeded both."
+    )
+    example = (
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(0)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+        """
+    )
+    use_instead = (
+        """
+        import tensorflow as tf
+
+        tf.keras.utils.set_random_seed(0)  # Python, NumPy and TensorFlow
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(0)
+        noise = tf.random.normal([4, 4])  # TensorFlow's own random ops follow its seed
+        """,
+        """
+        import random
+
+        import numpy as np
+        import tensorflow as tf
+
+        random.seed(0)
+        np.random.seed(0)
+        tf.random.set_seed(0)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        keras.utils.set_random_seed(0)
+        tf.random.set_seed(0)
+        model = keras.Sequential([keras.layers.Dense(10)])
+        """,
+        """
+        import tensorflow as tf
+        import tf_keras as keras
+
+        tf.random.set_seed(0)
+        model = keras.Sequential([keras.layers.Dense(10)])
+        """,
+        """
+        import tensorflow as tf
+
+        def test_noise(self):
+            tf.random.set_seed(2)  # seeds this test's tf.random noise; no Keras layer here
+            self.assertAllClose(add_noise(x), add_noise(x))
+
+        def test_model(self):
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(42)  # expect: TFL609
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10), tf.keras.layers.Dropout(0.5)])
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        def main(seed):
+            tf.random.set_seed(seed)  # expect: TFL609
+            inputs = keras.Input((8,))
+            outputs = keras.layers.Dense(1)(inputs)
+            return keras.Model(inputs, outputs)
+        """,
+        """
+        import numpy as np
+        from tensorflow import keras
+        from tensorflow.random import set_seed
+
+        np.random.seed(0)  # NumPy's seed does not reach Keras 3's seeds either
+        set_seed(0)  # expect: TFL609
+        base = keras.applications.MobileNetV2(weights=None)
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        if "set_seed" not in ctx.source or _keras_major(ctx) < 3:
+            return
+        a = ctx.analysis
+        calls = a.nodes(ast.Call)
+        names = [a.call_name(n) or "" for n in calls]
+        if any(n in _KERAS_SEEDERS for n in names):
+            return
+        # Keras calls that draw a default seed (an initializer given `seed=` draws none)
+        users = {
+            id(n) for n, name in zip(calls, names)
+            if name.startswith(_KERAS_RANDOM_USERS) and not any(k.arg == "seed" for k in n.keywords)
+        }
+        if not users:
+            return  # no Keras layer draws a seed here: TensorFlow's seed covers its own ops
+        for node, name in zip(calls, names):
+            if name not in _TF_SET_SEED:
+                continue
+            scope = a.enclosing_function(node)
+            # a seed set inside a function (a test method seeding a noise draw) is about what
+            # that function builds; a module-level seed about the whole script
+            if scope is not None and not any(id(n) in users for n in ast.walk(scope)):
+                continue
+            ctx.report(
+                node,
+                "`tf.random.set_seed()` does not seed Keras 3: its initializers and dropout draw "
+                "their seeds from Python's `random`, so every run starts from different weights; "
+                "call `tf.keras.utils.set_random_seed(...)`, which seeds TensorFlow too",
+                fix=self._fix(ctx, node),
+            )
+
+    @staticmethod
+    def _fix(ctx: RuleContext, call: ast.Call) -> Fix:
+        alias, edits = tensorflow_alias(ctx)
+        text = f"{alias}.keras.utils.set_random_seed"
+        return Fix(f"Seed Python, NumPy and TensorFlow: `{text}(...)`",
+                   (*edits, replace_span(start_of(call.func), end_of(call.func), text)), "unsafe")
