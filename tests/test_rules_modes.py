@@ -174,3 +174,26 @@ def test_tfl604_only_dropout_and_batchnorm_in_layer_call():
             return self.drop(x, training=True)
     """
     assert lines(src, HardCodedTrainingInCall) == [14]
+
+
+def test_tfl609_keras_2_targets_and_explicit_seeds_stay_silent():
+    from tflint.analysis import Analysis
+    from tflint.analysis.version import TargetVersion
+    from tflint.rules.base import RuleContext
+    from tflint.rules.modes import TfSeedDoesNotSeedKeras3
+
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+
+        tf.random.set_seed(42)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+        """
+    )
+    assert len(run_rules(src, [TfSeedDoesNotSeedKeras3])) == 1  # Keras 3, the default target
+    tree = ast.parse(src)
+    ctx = RuleContext("m.py", src, tree, Analysis(tree, src, TargetVersion((2, 15), 2)))
+    TfSeedDoesNotSeedKeras3().run(ctx)
+    assert ctx.findings == []  # TensorFlow 2.15's Keras 2 reads TensorFlow's global seed
+    only_seeded = "import tensorflow as tf\n\ndef f():\n    tf.random.set_seed(1)\n    return tf.keras.initializers.Orthogonal(seed=1)\n"
+    assert run_rules(only_seeded, [TfSeedDoesNotSeedKeras3]) == []
