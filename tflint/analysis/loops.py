@@ -310,6 +310,16 @@ class LoopFacts:
             for el, arg in zip(target.elts, it.args):
                 yield from self._scalar_targets(el, arg)
 
+    def body_binding(self, loop: LoopNode, name: str) -> ast.AST | None:
+        """The value of the one plain assignment ``name = value`` in ``loop``'s body (nested
+        functions left out), when there is exactly one."""
+        values = [
+            n.value for n in walk_body(loop.body)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
+        ]
+        return values[0] if len(values) == 1 else None
+
     def varying_names(self, loop: LoopNode) -> set[str]:
         """Names whose value comes from the current iteration: the ``for`` targets, counters,
         names bound from ``next(...)`` in the body, and names computed from those."""

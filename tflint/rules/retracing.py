@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 
-from tflint.analysis.astutil import walk_own
 from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
@@ -1332,16 +1331,17 @@ class PerBatchFit(Rule):
         dimension); ``None`` when it is not known to be."""
         a = ctx.analysis
         inner, wrapped = _strip_batch_dim(a, expr)
+        elements = self._element_targets(ctx, loop)
         if isinstance(inner, ast.Name):
-            if inner.id in self._element_targets(ctx, loop) or self._replay_sample(ctx, loop, inner, 0):
+            if inner.id in elements or self._replay_sample(ctx, loop, inner, 0):
                 return inner.id
             if depth < 3:
-                bound = _body_binding(loop, inner.id)
+                bound = a.loops.body_binding(loop, inner.id)
                 if bound is not None and self._per_element(ctx, loop, bound, depth + 1) is not None:
                     return inner.id
             return None
         if isinstance(inner, ast.Subscript):
-            if isinstance(inner.value, ast.Name) and inner.value.id in self._element_targets(ctx, loop):
+            if isinstance(inner.value, ast.Name) and inner.value.id in elements:
                 return ctx.segment(expr)  # `item[0]` of a dataset element
             index = set(a.loops.python_scalars(loop))
             sl = inner.slice
@@ -1349,7 +1349,7 @@ class PerBatchFit(Rule):
                 return ctx.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
             if isinstance(sl, ast.Name) and sl.id not in index:
                 # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
-                bound = _body_binding(loop, sl.id)
+                bound = a.loops.body_binding(loop, sl.id)
                 if (isinstance(bound, ast.Subscript) and isinstance(bound.slice, ast.Slice)
                         and any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(bound.slice))):
                     return ctx.segment(expr)
@@ -1392,7 +1392,7 @@ class PerBatchFit(Rule):
                 if any(w in ctx.segment(n.args[0]).lower() for w in _REPLAY_WORDS):
                     return True
             elif isinstance(n, ast.Name) and depth < 4:
-                bound = _body_binding(loop, n.id)
+                bound = a.loops.body_binding(loop, n.id)
                 if bound is not None and bound is not expr and self._replay_sample(ctx, loop, bound, depth + 1):
                     return True
         return False
@@ -1426,17 +1426,6 @@ class PerBatchFit(Rule):
             return set()
         pool = ctx.segment(sample.args[0]).lower()
         return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
-
-
-def _body_binding(loop: ast.AST, name: str) -> ast.AST | None:
-    """The value of the one plain assignment ``name = value`` in ``loop``'s body, if there is
-    exactly one."""
-    values = [
-        n.value for n in walk_own(loop.body)
-        if isinstance(n, ast.Assign) and len(n.targets) == 1
-        and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
-    ]
-    return values[0] if len(values) == 1 else None
 
 
 def _strip_batch_dim(a, expr: ast.AST) -> tuple[ast.AST, bool]:
