@@ -358,6 +358,64 @@ def test_tfl204_fix_only_where_train_on_batch_means_the_same():
     assert out.new_raw is None
 
 
+AGENT = """
+import random
+import numpy as np
+import keras
+
+
+class Agent:
+    def __init__(self):
+        self.memory = []
+        self.model = keras.Sequential([keras.layers.Dense(2)])
+
+    def replay(self, n):
+        {draw}
+        self.model.fit(states, targets, epochs=1, verbose=0)
+
+    def run(self, steps):
+        for _ in range(steps):
+            self.replay(32)
+
+
+agent = Agent()
+{caller}
+"""
+
+
+@pytest.mark.parametrize(
+    "draw,caller,fires",
+    [
+        # a minibatch per call, the method called from a loop: of this class or of the module
+        ("minibatch = random.sample(self.memory, n)\n        states = np.array([t[0] for t in minibatch])\n"
+         "        targets = self.model.predict(states)", "", True),
+        ("states, actions, targets, nxt, done = self.replay_buffer.sample(n)", "", True),
+        ("mb = random.sample(self.memory, n)\n        states = np.zeros((n, 4))\n        targets = states\n"
+         "        for i in range(n):\n            states[i] = mb[i][0]", "", True),
+        ("mb = random.sample(self.memory, n)\n        states, targets = [], []\n"
+         "        for state, action, reward in mb:\n            states.append(state)\n"
+         "            targets.append(reward)", "", True),
+        # the whole memory each call, or a sample of something else: many steps per fit
+        ("states = np.array([t[0] for t in self.memory])\n        targets = states", "", False),
+        ("states = random.sample(self.images, n)\n        targets = states", "", False),
+    ],
+)
+def test_tfl204_a_replay_method_that_a_loop_calls(draw, caller, fires):
+    got = lines("TFL204", AGENT.format(draw=draw, caller=caller))
+    assert bool(got) is fires, got
+
+
+def test_tfl204_replay_method_callers_outside_the_class():
+    draw = "states, actions, targets, nxt, done = self.memory.sample(n)"
+    plain = AGENT.replace("        for _ in range(steps):\n            self.replay(32)\n", "        pass\n")
+    assert not lines("TFL204", plain.format(draw=draw, caller="agent.replay(32)"))  # called once
+    assert not lines("TFL204", plain.format(draw=draw, caller="for e in range(4):\n    agent.replay(32)"))
+    (f,) = findings("TFL204", plain.format(draw=draw, caller="for e in range(500):\n    agent.replay(32)"))
+    assert "`replay()`" in f.message and "replay memory" in f.message
+    other = plain.format(draw=draw, caller="agent = Other()\nfor e in range(500):\n    agent.replay(32)")
+    assert not lines("TFL204", other)  # an instance of another class
+
+
 # -- real-code false positives ---------------------------------------------------------------
 
 def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():

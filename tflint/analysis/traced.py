@@ -753,6 +753,29 @@ class TracedFunctions:
                         table.setdefault(callee, []).append(node)
         return table.get(func, [])
 
+    def calls_of(self, func: ast.AST) -> list[ast.Call]:
+        """Every in-module call that runs ``func``: those of :meth:`call_sites` (the real call
+        nodes) and, for a method, ``obj.name(...)`` where ``obj`` is bound, in the call's scope
+        or the module, to an instance of the method's class (``agent = DQNAgent(...)``, then
+        ``agent.replay(32)``)."""
+        out = [getattr(c, "original", c) for c in self.call_sites(func)]
+        cls = self.a.parent(func)
+        if not isinstance(cls, ast.ClassDef):
+            return out
+        name = getattr(func, "name", None)
+        for node in self.a.nodes(ast.Call):
+            f = node.func
+            if not (isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name)
+                    and f.value.id not in ("self", "cls")):
+                continue
+            scope = self.a.enclosing_function(node) or self.a.tree
+            binds = self.bindings(f.value.id, scope) or self.bindings(f.value.id, self.a.tree)
+            if binds and all(
+                isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id == cls.name for b in binds
+            ) and self._methods(cls, name) == [func]:
+                out.append(node)
+        return out
+
     def runs_only_within(self, func: ast.AST, outer: ast.AST, _seen: frozenset = frozenset()) -> bool:
         """``func`` runs only during calls of ``outer``: it is ``outer``, or it has in-module
         calls and every one of them is made by code that itself runs only within ``outer``

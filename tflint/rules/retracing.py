@@ -1158,7 +1158,10 @@ class PerBatchFit(Rule):
         "replay memory (`for state, action, reward, next_state, done in "
         "random.sample(memory, n)`), a minibatch drawn from a replay memory in the loop body "
         "(`batch = random.sample(self.memory, 32)`), or slices of an array by the loop index "
-        "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`). A loop that calls `fit` on a whole dataset per epoch, "
+        "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`). It also checks `fit` on a minibatch that a "
+        "function draws from a replay memory (`random.sample(self.memory, 32)`, "
+        "`self.buffer.sample(32)`) when a loop of the module calls that function "
+        "(`agent.replay(32)` once per environment step). A loop that calls `fit` on a whole dataset per epoch, "
         "fold or trial is fine, and so is a loop that builds a new model each iteration, "
         "visits a few batches (at most 16) or loads a large dataset in chunks of more than "
         "4096 rows (`x[i:i + 100000]`)."
@@ -1235,6 +1238,19 @@ class PerBatchFit(Rule):
         for xb, yb in train_ds.take(3):
             model.fit(xb, yb, verbose=0)
         """,
+        """
+        import numpy as np
+        import keras
+
+        class Agent:
+            def learn(self):  # the whole memory, many steps per call
+                states = np.array([t[0] for t in self.memory])
+                self.model.fit(states, self.targets(states), epochs=1, verbose=0)
+
+        agent = Agent()
+        for episode in range(500):
+            agent.learn()
+        """,
     ]
     INVALID = [
         """
@@ -1273,6 +1289,22 @@ class PerBatchFit(Rule):
             sample = np.expand_dims(x_train[i], 0)
             model.fit(sample, y_train[i:i + 1], verbose=0)  # expect: TFL204
         """,
+        """
+        import random
+        import numpy as np
+        import keras
+
+        class Agent:
+            def replay(self, batch_size):
+                minibatch = random.sample(self.memory, batch_size)
+                states = np.array([t[0] for t in minibatch])
+                targets = self.model.predict_on_batch(states)
+                self.model.fit(states, targets, epochs=1, verbose=0)  # expect: TFL204
+
+        agent = Agent()
+        for step in range(10000):
+            agent.replay(32)
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -1289,7 +1321,10 @@ class PerBatchFit(Rule):
             if x is None:
                 continue
             model = ctx.segment(f.value)
-            for loop in a.loops.enclosing_loops(node):
+            loops = a.loops.enclosing_loops(node)
+            if not loops:
+                self._check_per_call(ctx, node, x, model)
+            for loop in loops:
                 if a.loops.is_over_runs(loop) or _over_listed_items(loop) or self._rebinds(ctx, loop, model):
                     break
                 bound = a.loops.iteration_bound(loop)
@@ -1298,14 +1333,55 @@ class PerBatchFit(Rule):
                 what = self._per_element(ctx, loop, x, 0)
                 if what is None:
                     continue
-                ctx.report(
-                    node,
-                    f"`fit()` is called on `{what}`, {self._kind(ctx, loop)} of the loop on line "
-                    f"{loop.lineno}: each call pays `fit`'s whole setup again for one batch; use "
-                    f"`{model}.train_on_batch(x, y)` in the loop, or one `fit` on the whole dataset",
-                    fix=_train_on_batch_fix(ctx, node),
-                )
+                self._report(ctx, node, model, f"`{what}`, {self._kind(ctx, loop)} of the loop on line {loop.lineno}",
+                             " in the loop, or one `fit` on the whole dataset")
                 break
+
+    @staticmethod
+    def _report(ctx: RuleContext, node: ast.Call, model: str, what: str, instead: str = "") -> None:
+        ctx.report(
+            node,
+            f"`fit()` is called on {what}: each call pays `fit`'s whole setup again for one batch; "
+            f"use `{model}.train_on_batch(x, y)`{instead}",
+            fix=_train_on_batch_fix(ctx, node),
+        )
+
+    def _check_per_call(self, ctx: RuleContext, node: ast.Call, x: ast.AST, model: str) -> None:
+        """``fit`` outside any loop of its function, on a minibatch that the function draws from
+        a replay memory, when a loop of the module calls that function (``agent.replay()``
+        once per environment step): one ``fit`` per batch all the same."""
+        a = ctx.analysis
+        func = a.enclosing_function(node)
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        inner, _ = _strip_batch_dim(a, x)
+        if not self._drawn_in(ctx, func, inner, 0):
+            return
+        for call in a.traced.calls_of(func):
+            if a.enclosing_function(call) is func:
+                continue
+            for loop in a.loops.enclosing_loops(call):
+                bound = a.loops.iteration_bound(loop)
+                if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
+                    continue
+                self._report(ctx, node, model, f"`{ctx.segment(x)}`, a minibatch drawn from a replay memory, "
+                             f"once per call of `{func.name}()`, which the loop on line {loop.lineno} calls "
+                             "every iteration")
+                return
+
+    def _drawn_in(self, ctx: RuleContext, func: ast.AST, expr: ast.AST, depth: int) -> bool:
+        """``expr`` comes from a minibatch that ``func`` draws from a replay memory: through the
+        function's assignments (``states = np.array([t[0] for t in minibatch])``) and the
+        rows it fills in (``states[i] = minibatch[i][0]``)."""
+        a = ctx.analysis
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
+                return True
+            if isinstance(n, ast.Name) and depth < 4:
+                for value in [*a.traced.bindings(n.id, func), *_filled_rows(func, n.id)]:
+                    if value is not expr and self._drawn_in(ctx, func, value, depth + 1):
+                        return True
+        return False
 
     @staticmethod
     def _rebinds(ctx: RuleContext, loop: ast.AST, model: str) -> bool:
@@ -1388,9 +1464,8 @@ class PerBatchFit(Rule):
         through the body's assignments: one sampled batch per iteration."""
         a = ctx.analysis
         for n in ast.walk(expr):
-            if isinstance(n, ast.Call) and a.call_name(n) in _SAMPLERS and n.args:
-                if any(w in ctx.segment(n.args[0]).lower() for w in _REPLAY_WORDS):
-                    return True
+            if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
+                return True
             elif isinstance(n, ast.Name) and depth < 4:
                 bound = a.loops.body_binding(loop, n.id)
                 if bound is not None and bound is not expr and self._replay_sample(ctx, loop, bound, depth + 1):
@@ -1426,6 +1501,38 @@ class PerBatchFit(Rule):
             return set()
         pool = ctx.segment(sample.args[0]).lower()
         return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
+
+
+def _draws_from_memory(ctx: RuleContext, call: ast.Call) -> bool:
+    """``random.sample(self.memory, 32)``, ``np.random.choice(len(buffer), 64)`` or a replay
+    buffer's own ``self.buffer.sample(32)``: a minibatch drawn from a replay memory."""
+    if ctx.analysis.call_name(call) in _SAMPLERS and call.args:
+        return any(w in ctx.segment(call.args[0]).lower() for w in _REPLAY_WORDS)
+    f = call.func
+    return (isinstance(f, ast.Attribute) and f.attr in ("sample", "sample_batch")
+            and any(w in ctx.segment(f.value).lower() for w in _REPLAY_WORDS))
+
+
+def _filled_rows(func: ast.AST, name: str) -> list[ast.AST]:
+    """What ``func`` fills ``name`` with besides plain assignments: the values it assigns to
+    rows (``name[i] = value``) or appends (``name.append(value)``), and the iterable of a
+    ``for`` loop that binds it (``for name, action, reward in minibatch:``)."""
+    out: list[ast.AST] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+            for t in node.targets
+        ):
+            out.append(node.value)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("append", "extend") and isinstance(node.func.value, ast.Name)
+              and node.func.value.id == name and node.args):
+            out.append(node.args[0])
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and any(
+            isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)
+        ):
+            out.append(node.iter)
+    return out
 
 
 def _strip_batch_dim(a, expr: ast.AST) -> tuple[ast.AST, bool]:
