@@ -690,6 +690,28 @@ class TracedFunctions:
                                 table.setdefault(n, []).append(item.context_expr)
         return table.get(name, [])
 
+    def fills(self, name: str, scope: ast.AST) -> list[ast.AST]:
+        """What ``scope`` (a function) puts into ``name`` besides plain assignments: values
+        assigned to its rows (``name[i] = value``) or appended (``name.append(value)``,
+        ``.extend``), and the iterable of a ``for`` loop whose target binds it."""
+        cache = self.__dict__.setdefault("_fills", {})
+        table = cache.get(scope)
+        if table is None:
+            table = cache[scope] = {}
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                            table.setdefault(t.value.id, []).append(node.value)
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr in ("append", "extend") and isinstance(node.func.value, ast.Name)
+                      and node.args):
+                    table.setdefault(node.func.value.id, []).append(node.args[0])
+                elif isinstance(node, (ast.For, ast.AsyncFor)):
+                    for n in _target_names(node.target):
+                        table.setdefault(n, []).append(node.iter)
+        return table.get(name, [])
+
     def self_attr_values(self, cls: ast.ClassDef | None, attr: str) -> list[ast.AST]:
         """Values assigned to ``self.<attr>`` in any method of ``cls`` (or its module bases)."""
         if cls is None:
@@ -763,6 +785,8 @@ class TracedFunctions:
         if not isinstance(cls, ast.ClassDef):
             return out
         name = getattr(func, "name", None)
+        if self._methods(cls, name) != [func]:
+            return out
         for node in self.a.nodes(ast.Call):
             f = node.func
             if not (isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name)
@@ -772,7 +796,7 @@ class TracedFunctions:
             binds = self.bindings(f.value.id, scope) or self.bindings(f.value.id, self.a.tree)
             if binds and all(
                 isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id == cls.name for b in binds
-            ) and self._methods(cls, name) == [func]:
+            ):
                 out.append(node)
         return out
 

@@ -1355,7 +1355,7 @@ class PerBatchFit(Rule):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return
         inner, _ = _strip_batch_dim(a, x)
-        if not self._drawn_in(ctx, func, inner, 0):
+        if not self._drawn_in(ctx, func, inner):
             return
         for call in a.traced.calls_of(func):
             if a.enclosing_function(call) is func:
@@ -1369,19 +1369,13 @@ class PerBatchFit(Rule):
                              "every iteration")
                 return
 
-    def _drawn_in(self, ctx: RuleContext, func: ast.AST, expr: ast.AST, depth: int) -> bool:
+    @staticmethod
+    def _drawn_in(ctx: RuleContext, func: ast.AST, expr: ast.AST) -> bool:
         """``expr`` comes from a minibatch that ``func`` draws from a replay memory: through the
-        function's assignments (``states = np.array([t[0] for t in minibatch])``) and the
-        rows it fills in (``states[i] = minibatch[i][0]``)."""
-        a = ctx.analysis
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
-                return True
-            if isinstance(n, ast.Name) and depth < 4:
-                for value in [*a.traced.bindings(n.id, func), *_filled_rows(func, n.id)]:
-                    if value is not expr and self._drawn_in(ctx, func, value, depth + 1):
-                        return True
-        return False
+        function's assignments (``states = np.array([t[0] for t in minibatch])``) and what it
+        fills in (``states[i] = minibatch[i][0]``, ``states.append(s)``)."""
+        traced = ctx.analysis.traced
+        return _from_memory(ctx, expr, lambda name: [*traced.bindings(name, func), *traced.fills(name, func)])
 
     @staticmethod
     def _rebinds(ctx: RuleContext, loop: ast.AST, model: str) -> bool:
@@ -1409,7 +1403,7 @@ class PerBatchFit(Rule):
         inner, wrapped = _strip_batch_dim(a, expr)
         elements = self._element_targets(ctx, loop)
         if isinstance(inner, ast.Name):
-            if inner.id in elements or self._replay_sample(ctx, loop, inner, 0):
+            if inner.id in elements or self._replay_sample(ctx, loop, inner):
                 return inner.id
             if depth < 3:
                 bound = a.loops.body_binding(loop, inner.id)
@@ -1421,7 +1415,7 @@ class PerBatchFit(Rule):
                 return ctx.segment(expr)  # `item[0]` of a dataset element
             index = set(a.loops.python_scalars(loop))
             sl = inner.slice
-            if isinstance(sl, ast.Name) and self._replay_sample(ctx, loop, sl, 0):
+            if isinstance(sl, ast.Name) and self._replay_sample(ctx, loop, sl):
                 return ctx.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
             if isinstance(sl, ast.Name) and sl.id not in index:
                 # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
@@ -1458,19 +1452,18 @@ class PerBatchFit(Rule):
             return type(step) is int and step > self.CHUNK_ROWS
         return False
 
-    def _replay_sample(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> bool:
+    @staticmethod
+    def _replay_sample(ctx: RuleContext, loop: ast.AST, expr: ast.AST) -> bool:
         """``expr`` comes from a minibatch drawn from a replay memory in the loop body
         (``batch = random.sample(self.memory, 32)``, ``idx = np.random.choice(len(buffer), 64)``),
         through the body's assignments: one sampled batch per iteration."""
-        a = ctx.analysis
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
-                return True
-            elif isinstance(n, ast.Name) and depth < 4:
-                bound = a.loops.body_binding(loop, n.id)
-                if bound is not None and bound is not expr and self._replay_sample(ctx, loop, bound, depth + 1):
-                    return True
-        return False
+        loops = ctx.analysis.loops
+
+        def values(name: str) -> list[ast.AST]:
+            bound = loops.body_binding(loop, name)
+            return [] if bound is None else [bound]
+
+        return _from_memory(ctx, expr, values)
 
     @staticmethod
     def _element_targets(ctx: RuleContext, loop: ast.AST) -> set[str]:
@@ -1513,26 +1506,16 @@ def _draws_from_memory(ctx: RuleContext, call: ast.Call) -> bool:
             and any(w in ctx.segment(f.value).lower() for w in _REPLAY_WORDS))
 
 
-def _filled_rows(func: ast.AST, name: str) -> list[ast.AST]:
-    """What ``func`` fills ``name`` with besides plain assignments: the values it assigns to
-    rows (``name[i] = value``) or appends (``name.append(value)``), and the iterable of a
-    ``for`` loop that binds it (``for name, action, reward in minibatch:``)."""
-    out: list[ast.AST] = []
-    for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
-            for t in node.targets
-        ):
-            out.append(node.value)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in ("append", "extend") and isinstance(node.func.value, ast.Name)
-              and node.func.value.id == name and node.args):
-            out.append(node.args[0])
-        elif isinstance(node, (ast.For, ast.AsyncFor)) and any(
-            isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)
-        ):
-            out.append(node.iter)
-    return out
+def _from_memory(ctx: RuleContext, expr: ast.AST, values, depth: int = 0) -> bool:
+    """``expr`` contains a draw from a replay memory, directly or through the values that
+    ``values(name)`` gives for the names it reads (at most four steps back)."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
+            return True
+        if isinstance(n, ast.Name) and depth < 4:
+            if any(v is not expr and _from_memory(ctx, v, values, depth + 1) for v in values(n.id)):
+                return True
+    return False
 
 
 def _strip_batch_dim(a, expr: ast.AST) -> tuple[ast.AST, bool]:
