@@ -513,6 +513,99 @@ def test_the_sampled_probe_of_a_large_model_adds_one_cond_and_no_squeeze(monkeyp
     assert "L2Loss" not in types  # the norms are inside the cond's branch
 
 
+def _large_fit(steps, nan_at=None):
+    """``model.fit`` over ``steps`` batches of 8 in one epoch; a label of batch ``nan_at``
+    (counted from 1) is NaN. Run with ``COND_MIN_ELEMENTS`` lowered, the model counts as large."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8 * steps, 4)).astype("float32")
+    y = rng.standard_normal((8 * steps, 1)).astype("float32")
+    if nan_at is not None:
+        y[8 * (nan_at - 1) + 3] = np.nan
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    history = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    return model, history
+
+
+def _op_types(fn):
+    """The op types of every trace of ``fn``, the functions it calls included."""
+    types = []
+    for cf in fn._list_all_concrete_functions():
+        types += [op.type for op in cf.graph.get_operations()]
+        for f in cf.graph._functions.values():
+            types += [n.op for n in f.cached_definition.node_def]
+    return types
+
+
+def test_a_large_keras_model_takes_its_gradient_norms_on_a_sampled_twin(monkeypatch):
+    """Above COND_MIN_ELEMENTS a Keras train function gets a twin trace that computes the
+    gradient norms and runs every LARGE_SAMPLE_EVERY-th call (steps 3, 35, 67 here); the main
+    trace has neither the norms nor a cond. Both write one state vector: the loss of every step,
+    the norms of the twin's. The twin is tflint's own trace: no retrace, no repeated finding."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    with watch() as s:
+        _, history = _large_fit(70)
+        (twin,) = s.health.twins.values()
+        (probe,) = s.health.probes  # the twin mirrored the main trace's probe
+        main_types, twin_types = _op_types(twin.main()), _op_types(twin.fn)
+        report = s.report()
+    assert not twin.off and twin.calls == 69  # every call but the first, which traced the main
+    assert "L2Loss" not in main_types and not {"If", "StatelessIf", "Switch"} & set(main_types)
+    assert twin_types.count("L2Loss") == 4  # the two kernels and the two biases
+    assert probe.sample_every == health.LARGE_SAMPLE_EVERY
+    assert probe.last_sums[0] == 70 and probe.last_sums[2] == 3  # steps; norm samples
+    assert probe.last_sums[1] / 70 == pytest.approx(history.history["loss"][0], rel=1e-4)  # Keras' epoch mean
+    assert all(v > 0 and math.isfinite(v) for v in probe.last_sums[3:7])
+    assert not [x for x in report.signals if x.kind in ("retrace", "none-gradient")]
+    assert s.hooks["exploding-gradient"].status == s.hooks["vanishing-gradient"].status == "ok"
+
+
+@pytest.mark.parametrize("nan_at", [35, 36])
+def test_a_nan_is_located_at_its_step_on_the_twin_and_off_it(monkeypatch, nan_at):
+    """The twin latches into the main trace's first-step vector: a NaN batch that runs on the
+    twin (step 35) is found at its step as exactly as one that runs on the main trace (36)."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    with watch() as s:
+        _large_fit(50, nan_at=nan_at)
+        assert len(s.health.twins) == 1 and len(s.health.probes) == 1
+    (sig,) = [x for x in s.report().signals if x.kind == "nan-inf"]
+    assert sig.details["step"] == nan_at and sig.details["origin_step"] == nan_at, sig.details
+    assert sig.details["op"] == "Placeholder" and "input data" in sig.details["cause"]
+
+
+def test_a_twin_that_cannot_trace_turns_the_norm_signals_off_and_the_run_goes_on(monkeypatch):
+    """Keras failing to make the twin's train function disables the gradient-norm signals with
+    a reason; the step it was for runs on the main trace, and so does the rest of the run."""
+    from tflint.runtime import health
+
+    monkeypatch.setattr(health, "COND_MIN_ELEMENTS", 1)
+    orig = TensorFlowTrainer._make_function
+    made = []
+
+    def make_function(self, step_function):
+        made.append(step_function)
+        if len(made) > 1:
+            raise RuntimeError("no second train function")
+        return orig(self, step_function)
+
+    monkeypatch.setattr(TensorFlowTrainer, "_make_function", make_function)
+    with watch() as s:
+        _, history = _large_fit(40)
+        (twin,) = s.health.twins.values()
+        (probe,) = s.health.probes
+    assert twin.off and len(made) == 2
+    assert len(history.history["loss"]) == 1 and math.isfinite(history.history["loss"][0])
+    assert probe.last_sums[0] == 40 and probe.last_sums[2] == 0
+    for kind in ("exploding-gradient", "vanishing-gradient"):
+        h = s.hooks[kind]
+        assert h.status == "failed" and "twin" in h.reason and "no second train function" in h.reason
+
+
 def test_timed_reads_of_health_and_input_share_one_clock_tick(monkeypatch):
     """After the dense first steps, the training-health probes and the input hook's in-graph
     totals are read on one clock grid, in the same per-step call: Python wakes up (cold, right
