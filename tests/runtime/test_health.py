@@ -408,6 +408,42 @@ def _keras_step(loss_of):
     return step
 
 
+def test_a_means_gradient_is_not_tracked_and_a_forward_division_by_a_count_is():
+    """The gradient of a mean divides the upstream gradient, broadcast to the input's shape, by
+    the input's element count: it cannot make NaN/Inf from finite values, even for an empty
+    batch (nothing is left to divide), so the probe spends no op on it; a division by a count
+    written in the forward pass (0 / 0 for an empty batch) is still tracked."""
+    x = tf.zeros([0, 3])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_mean(x)
+    g = tape.gradient(loss, x)
+    assert np.isnan(loss.numpy()) and g.shape == (0, 3)  # the forward mean is NaN, its gradient empty
+    assert np.isnan((tf.reduce_sum(x) / tf.cast(tf.size(x), tf.float32)).numpy())
+
+    mse = _keras_step(keras.losses.MeanSquaredError())
+    w = tf.Variable(tf.ones([3, 1]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3]), tf.TensorSpec([None, 1])])  # a count known only at run time
+    def by_count(x, y):
+        with tf.GradientTape() as tape:
+            p = x @ w
+            loss = tf.reduce_sum((y - p) ** 2) / tf.cast(tf.size(p), tf.float32)
+        w.assign_sub(0.01 * tape.gradient(loss, w))
+        return loss
+
+    x, y = tf.ones([8, 3]), tf.ones([8, 1])
+    with watch() as s:
+        mse(x, y)
+        by_count(x, y)
+        tracked = [[m["op"] for m in p.tensors[1 + p.layout[0]:]] for p in s.health.probes]
+    assert not [op.name for op in tracked[0] if op.type in ("RealDiv", "BroadcastTo", "Cast")], [
+        op.name for op in tracked[0]]
+    # the forward division is the loss; its inputs, the count's Cast included, are tracked
+    assert [op.type for op in tracked[1] if not op.name.startswith("gradient_tape/")] == ["Placeholder"] * 2 + [
+        "Sum", "Cast"], [op.name for op in tracked[1]]
+
+
 def _label_layout(loss_of, steps=3, probes=None):
     """``(label entries in the probe, (smallest label, largest, steps))`` for a tf.function step
     whose loss is ``loss_of(y, pred)`` (its probe appended to ``probes`` when given)."""

@@ -110,15 +110,35 @@ def _constant(t: Any, depth: int = 4) -> Any:
         return None
 
 
+def _element_count(t: Any, depth: int = 8) -> bool:
+    """``t`` is computed from tensor shapes alone: integer arithmetic on ``Shape``, ``Size``,
+    ``Rank`` and constants, cast to a float at the end (a mean's gradient divides by
+    ``Cast(Prod(Gather(Shape(x), axes)))``)."""
+    op = t.op
+    if op.type in ("Shape", "ShapeN", "Size", "Rank", "Const"):
+        return True
+    if depth <= 0:
+        return False
+    if op.type == "Cast" and op.inputs:
+        return _element_count(op.inputs[0], depth - 1)
+    return t.dtype.is_integer and all(_element_count(i, depth - 1) for i in op.inputs)
+
+
 def _harmless(op: Any) -> bool:
     """A risky op type that cannot turn finite inputs into NaN/Inf as used here, other than by
-    overflowing like any product: a division by a nonzero constant (a mean's gradient), a
-    power by a constant non-negative integer (``x ** 2`` and its gradient's ``x ** 1``; only
-    fractional or negative exponents make NaN/Inf from finite values, e.g. ``0 ** -1``)."""
+    overflowing like any product: a division by a nonzero constant; the gradient of a mean,
+    which divides the upstream gradient, broadcast to the input's shape, by the input's element
+    count (a count of 0 leaves nothing to divide: the broadcast is empty); a power by a
+    constant non-negative integer (``x ** 2`` and its gradient's ``x ** 1``; only fractional or
+    negative exponents make NaN/Inf from finite values, e.g. ``0 ** -1``)."""
     import numpy as np
 
     if op.type in ("RealDiv", "Div") and len(op.inputs) == 2:
-        d = _constant(op.inputs[1])
+        num, den = op.inputs
+        if (op.name.startswith("gradient_tape/") and num.op.type == "BroadcastTo"
+                and _element_count(den) and den.op.type != "Const"):
+            return True
+        d = _constant(den)
         return d is not None and bool(np.all(np.abs(d) >= 1e-30)) and bool(np.all(np.isfinite(d)))
     if op.type == "Pow" and len(op.inputs) == 2:
         e = _constant(op.inputs[1])
