@@ -445,14 +445,7 @@ def probe_cost(tf: Any, wl: Workload, session: Any, calls: int) -> dict[str, Any
 
             found: dict[int, Any] = {}
             models = {id(m): on for on, ms in wl.models.items() for m in ms}
-            # the step functions of the probes' sampled twins (large models) are not the ones fit runs
-            # on most steps: left out here, their share shows in the paired blocks
-            twins = set()
-            for t in getattr(getattr(session, "health", None), "twins", {}).values():
-                for cell in getattr(getattr(t.fn, "_python_function", None), "__closure__", None) or ():
-                    twins.add(id(getattr(cell.cell_contents, "__wrapped__", cell.cell_contents)))
-            for f in [o for o in gc.get_objects() if isinstance(o, Function) and o._name == "one_step_on_data"
-                      and id(o) not in twins]:
+            for f in [o for o in gc.get_objects() if isinstance(o, Function) and o._name == "one_step_on_data"]:
                 # Keras' one_step_on_data closes (a few functions deep) over its model: only this
                 # workload's twins count
                 owners = _closure_objects(getattr(f, "_python_function", None), set(models))

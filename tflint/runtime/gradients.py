@@ -142,8 +142,7 @@ class GradientHook(Hook):
         def make_gradient(orig: Any) -> Any:
             def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
                 result = orig(tape, target, sources, *args, **kwargs)
-                health = hook.session.health
-                if hook.active and (health is None or health.tracing_twin is None):
+                if hook.active:
                     try:
                         if executing_eagerly():
                             prim = steps.primary
@@ -156,7 +155,7 @@ class GradientHook(Hook):
                                 break
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "GradientTape.gradient wrapper")
-                if hook.active:
+                    health = hook.session.health
                     if health is not None and health.active:  # hook point: training-health probe
                         try:
                             health.on_gradient(tape, target, sources, result, executing_eagerly())
@@ -336,9 +335,6 @@ class GradientHook(Hook):
         )
 
     def _check_apply(self, opt: Any, grads: list[Any], variables: list[Any], api: str, empty: bool) -> None:
-        health = self.session.health
-        if health is not None and health.tracing_twin is not None:
-            return  # tflint's own twin trace: its findings were the main trace's
         if empty:
             site = user_site_tf_stack()
             self._add(site, [], api, None, empty=True)

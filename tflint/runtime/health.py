@@ -16,9 +16,7 @@ by the session's step tick (``on_step``). What it costs:
   labels are seen (less the sum of the labels when they are a tracked input). No
   ``SelectV2``: on CPU one costs about as much as the rest of the probe. Gradients of more than
   ``COND_MIN_ELEMENTS`` elements in all get their norms only every ``LARGE_SAMPLE_EVERY``-th
-  step (a pass over them is memory-bound): in a Keras train function, on a sampled twin trace
-  that runs in place of the main one on those steps (:class:`Twin`; the main trace then has no
-  norms and no control flow), elsewhere under a lowered cond.
+  step, under a lowered cond (a pass over them is memory-bound).
   The state vector is read every ``SAMPLE_EVERY`` steps (after ``DENSE_READ_STEPS`` steps, at
   most every ``READ_INTERVAL_S``): the series get the mean loss and the
   mean squared norms since the last read, so they do not alias with the order of the batches;
@@ -31,7 +29,6 @@ and a cause) runs once, at report time, and only when one was seen.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import weakref
@@ -57,10 +54,6 @@ LARGE_SAMPLE_EVERY = 32
 MAX_PROBES_READ = 8
 STALE_READ_S = 1.0
 MAX_PROBES = 256
-MAX_TWINS = 16
-TWIN_PHASE = 2  # a twin runs the 2nd, (2 + LARGE_SAMPLE_EVERY)-th, ... call of its train function
-# the hooks that build the probe, the only ones on while a twin traces
-TWIN_HOOKS = frozenset({KIND, "none-gradient", "nan-inf", "loss-stall", "exploding-gradient", "vanishing-gradient"})
 MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
 MAX_VARIABLES = 4096
@@ -162,10 +155,6 @@ class Probe:
         self.fn: Any = None
         self.read_calls: int | None = None
         self.read_t = 0.0
-        # a probe of a twin trace that could not share its main trace's state vector: its
-        # gradient norms and first non-finite steps count, its loss and labels (a sample of the
-        # steps) do not
-        self.norms_only = False
 
     @property
     def sampled_gradients(self) -> bool:
@@ -195,8 +184,6 @@ class HealthMonitor(Hook):
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
         self._graph_steps: dict[int, tuple[Any, Any]] = {}  # id(graph) -> (weakref, its step tensor)
-        self.twins: dict[int, Twin] = {}  # id(Keras train function) -> its sampled twin
-        self.tracing_twin: Twin | None = None  # the twin being traced now (other hooks muted)
         self._tf: Any = None
 
     # the individual signals (hooks of their own kinds; each can fail on its own)
@@ -298,45 +285,6 @@ class HealthMonitor(Hook):
                     p.localised = n.localise(p)
                 except Exception as exc:  # noqa: BLE001
                     n.fail(exc, "localisation")
-
-    # -- sampled twins of Keras train functions ----------------------------------------------
-    def _add_twin(self, calling: Any, probe: Probe) -> bool:
-        """Give the Keras train function being traced a twin that computes the gradient norms
-        (its main trace then computes none); False where it cannot have one: not a Keras train
-        function, XLA-compiled, or too many."""
-        if calling is None or not _weakrefable(calling) or getattr(calling, "_jit_compile", False):
-            return False
-        from tflint.runtime.steps import _keras_model_of
-
-        model = _keras_model_of(calling)
-        if (model is None or not callable(getattr(model, "_make_function", None)) or not _weakrefable(model)
-                or _traced_part(getattr(model, "train_function", None), calling) is not calling):
-            return False
-        twin = self.twins.get(id(calling))
-        if twin is None or twin.main() is not calling:
-            if len(self.twins) >= MAX_TWINS:
-                return False
-            twin = self.twins[id(calling)] = Twin(self, calling, model)
-            self.session.steps.redirect[id(calling)] = twin.run
-        twin.probes.append(probe)
-        return True
-
-    @contextlib.contextmanager
-    def twin_trace(self, twin: Twin) -> Any:
-        """While ``twin`` traces, only the hooks that build the probe run: the twin is tflint's,
-        not a trace of the user's (no retrace, no second input probe, no repeated finding)."""
-        muted = [h for h in self.session._all_hooks() if h.active and h.kind not in TWIN_HOOKS]
-        for h in muted:
-            h.active = False
-        self.tracing_twin = twin
-        twin.used.clear()
-        try:
-            yield
-        finally:
-            self.tracing_twin = None
-            for h in muted:
-                if h.installed and h.status == "ok" and self.session.enabled:
-                    h.active = True
 
     # -- variables -------------------------------------------------------------------------
     def _remember_variables(self, sources: list[Any], grads: list[Any]) -> None:
@@ -475,48 +423,15 @@ class HealthMonitor(Hook):
         nl = 2 if labels is not None else 0
         nt = 1 + nv + len(risky)  # tracked for finiteness: the loss, each gradient, risky tensors
         probe.layout = (nv, nt, nl)
-        # the gradient norms of a large model: every step in a twin trace, never in the main
-        # trace of a Keras train function that has a twin, under a cond otherwise
-        norms = "every step"
-        if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
-            probe.sample_every = LARGE_SAMPLE_EVERY
-            norms = "cond"
-        twin = self.tracing_twin
-        if twin is not None:
-            main = twin.mirror(probe)
-            if main is not None:
-                probe = main  # the twin writes into its main trace's state vector
-            else:
-                probe.norms_only = True
-            norms = "every step"
-        elif norms == "cond" and probe.replica_group is None and self._add_twin(calling, probe):
-            norms = "none"
-        shared = probe.status is not None
-        self._write_probe(probe, graph, targets, gvals, risky, labels, norms)
-        if not shared:
-            self.probes.append(probe)
-
-    def _write_probe(self, probe: Probe, graph: Any, targets: list[Any], gvals: list[Any], risky: list[Any],
-                     labels: Any, norms: str) -> None:
-        """The probe's ops in the graph being traced, writing into ``probe``'s state vector
-        (created here unless a main trace already made it). ``norms``: the gradient norms "every
-        step", "cond" (every ``LARGE_SAMPLE_EVERY``-th step, under a cond) or "none" (a twin
-        trace computes them)."""
-        tf = self._tf
-        from tensorflow.python.framework import ops
-        from tensorflow.python.ops import gen_resource_variable_ops as rv
-
-        nv, nt, nl = probe.layout
         nacc = 3 + nv
+        probe.last_sums = [0.0] * nacc
         size = nacc + 1 + nt + nl + 1  # sums | scratch | first non-finite steps | label min, -max | scratch
         with ops.init_scope():
             if self.graph_calls_cell is None:  # gradient calls counted over all traces
                 self.graph_calls_cell = Cell(tf, tf.constant(0.0, tf.float64))
-            if probe.status is None:
-                probe.last_sums = [0.0] * nacc
-                never = tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))
-                init = tf.concat([tf.zeros([nacc + 1], tf.float64), never], 0)
-                probe.status = Cell(tf, init)
+            never = tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))
+            init = tf.concat([tf.zeros([nacc + 1], tf.float64), never], 0)
+            probe.status = Cell(tf, init)
         f32, f64 = tf.float32, tf.float64
         scratch_add, first0, label0, scratch_min = nacc, nacc + 1, nacc + 1 + nt, size - 1
         # a tracked input that is the labels themselves gets its finiteness from the label range
@@ -526,7 +441,7 @@ class HealthMonitor(Hook):
             label_j = next((j for j, t in enumerate(risky)
                             if t.op is labels.op and t.value_index == labels.value_index), None)
         with ops.name_scope("tflint_health"):
-            step = self._graph_step(graph)
+            step = self._graph_step(ops.get_default_graph())
 
             def as32(t: Any) -> Any:
                 return t if t.dtype == f32 else tf.cast(t, f32)
@@ -560,21 +475,19 @@ class HealthMonitor(Hook):
                 scal += [as32(tf.reduce_min(labels)), -as32(tf.reduce_max(labels))]
                 add_idx += [scratch_add] * 2
                 first_idx += [first0 + 1 + nv + label_j if label_j is not None else scratch_min] * 2
-            if norms != "none":
-                add_idx += [2] + list(range(3, 3 + nv))
-                first_idx += [scratch_min] + [first0 + 1 + i for i in range(nv)]
+            add_idx += [2] + list(range(3, 3 + nv))
+            first_idx += [scratch_min] + [first0 + 1 + i for i in range(nv)]
 
-            if norms == "none":
-                vals = tf.stack(scal)
-            elif norms == "cond":
+            if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
                 # large gradients: the norms only every LARGE_SAMPLE_EVERY-th step (a lowered cond:
                 # a Switch per gradient on the other steps), with the norm count (1 or 0). The label
                 # range stays on every step: labels that repeat with the batch order would look
                 # constant on sampled steps alone
+                probe.sample_every = LARGE_SAMPLE_EVERY
                 sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
-                sampled = tf.cond(sample, lambda: tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
-                                  lambda: tf.zeros([nv + 1], f32))
-                vals = tf.concat([tf.stack(scal), sampled], 0)
+                norms = tf.cond(sample, lambda: tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
+                                lambda: tf.zeros([nv + 1], f32))
+                vals = tf.concat([tf.stack(scal), norms], 0)
             else:
                 vals = tf.stack(scal + [tf.constant(1.0, f32)] + [l2(g) for g in gvals])
             vals64 = tf.cast(vals, f64)
@@ -588,6 +501,7 @@ class HealthMonitor(Hook):
                 lab_idx[lab_at], lab_idx[lab_at + 1] = label0, label0 + 1
                 rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx + lab_idx, tf.int32),
                                         tf.concat([latch, vals64], 0))
+        self.probes.append(probe)
 
     def _graph_step(self, graph: Any) -> Any:
         """The step number in ``graph``: the shared counter, incremented once per run of the graph
@@ -650,13 +564,11 @@ class HealthMonitor(Hook):
             p.calls += int(d[0])
             x = steps or p.calls
             mean_loss = d[1] / d[0]  # the mean loss since the last read: no aliasing with batch order
-            if p.norms_only:
-                pass
-            elif p.replica_group is None:
+            if p.replica_group is None:
                 self.loss.add(x, mean_loss)
             else:
                 replica_losses.setdefault((p.replica_group, x), []).append(mean_loss)
-            if nl and not p.norms_only:  # the smallest and the largest label so far, and over how many steps
+            if nl:  # the smallest and the largest label so far, and over how many steps
                 p.labels = (float(st[3 + nv + 1 + nt]), -float(st[3 + nv + 2 + nt]), p.calls)
             if d[2] > 0:
                 sq = [2.0 * v / d[2] for v in d[3:3 + nv]]  # l2_loss is half the sum of squares
@@ -690,94 +602,6 @@ class HealthMonitor(Hook):
                 lr = None
             out.append((type(opt).__name__, lr))
         return out
-
-
-class Twin:
-    """The sampled twin of a Keras train function whose gradients are large: a second trace of
-    the same step, made by Keras itself (``model._make_function(model.train_step)``), whose
-    probes compute the gradient norms; the main trace's probes compute everything else and no
-    norms. The twin runs in place of the main trace on every ``LARGE_SAMPLE_EVERY``-th call (the
-    2nd, the 34th, ...) and writes into the main trace's state vectors, so the step counter, the
-    loss and the first non-finite step of each tracked tensor stay exact on every step. This
-    replaces a cond on the step number in the main trace, whose Switch per gradient and dead
-    branch cost more on each step (about 75 µs of a ~5.8 ms Keras step on a 2-core CPU) than the
-    norms themselves every 32nd step."""
-
-    def __init__(self, monitor: HealthMonitor, fn: Any, model: Any) -> None:
-        self.monitor = monitor
-        self.main = weakref.ref(fn)
-        self.model = weakref.ref(model)
-        self.probes: list[Probe] = []  # the main trace's probes (all its traces)
-        self.used: set[int] = set()  # the main probes mirrored by the trace being built
-        self.fn: Any = None  # the twin tf.function, made at its first call
-        self.calls = 0
-        self.off = False
-
-    def mirror(self, probe: Probe) -> Probe | None:
-        """The main trace's probe that a gradient call of the twin's trace mirrors (the same
-        sources, the same tracked tensors): its state vector is shared. None: none matches."""
-        def shape(p: Probe) -> Any:
-            return (p.layout, p.names, [(m.get("role"), getattr(m.get("op"), "type", None)) for m in p.tensors])
-
-        want = shape(probe)
-        for p in reversed(self.probes):
-            if p.pid not in self.used and shape(p) == want:
-                self.used.add(p.pid)
-                return p
-        return None
-
-    def run(self, fn: Any, call: Any, args: Any, kwargs: Any) -> Any:
-        """One call of the main train function (the hook point of the ``tf.function`` call
-        wrapper): run on the twin every ``LARGE_SAMPLE_EVERY``-th call."""
-        if self.off or self.main() is not fn or not self.monitor.active:
-            return call(fn, *args, **kwargs)
-        self.calls += 1
-        if self.calls % LARGE_SAMPLE_EVERY != TWIN_PHASE:
-            return call(fn, *args, **kwargs)
-        twin = self._ready(fn, args, kwargs)
-        return call(fn if twin is None else twin, *args, **kwargs)
-
-    def _ready(self, fn: Any, args: Any, kwargs: Any) -> Any:
-        """The twin, traced for these arguments (tracing only: a failure here has not run the
-        step, and turns the twin off with the gradient-norm signals' reason)."""
-        model = self.model()
-        if model is None or _traced_part(getattr(model, "train_function", None), fn) is not fn:
-            self.off = True  # recompiled: the next train function gets a twin of its own
-            return None
-        try:
-            if self.fn is None:
-                self.fn = _traced_part(model._make_function(model.train_step), fn)
-            if self.fn is None:
-                raise TypeError("Keras' train function holds no tf.function like the one traced")
-            with self.monitor.twin_trace(self):
-                self.fn.get_concrete_function(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            self.off = True
-            for kind in ("exploding-gradient", "vanishing-gradient"):
-                h = self.monitor.sig(kind)
-                if h is not None:
-                    h.fail(exc, "sampled twin trace of the Keras train function")
-            return None
-        return self.fn
-
-
-def _traced_part(train_function: Any, like: Any) -> Any:
-    """The ``tf.function`` that Keras' train function (a Python function around it) calls, of the
-    same name as ``like``; the function itself when it is one; else None."""
-    name = getattr(getattr(like, "_python_function", None), "__name__", None)
-    if train_function is None or name is None:
-        return None
-    if getattr(getattr(train_function, "_python_function", None), "__name__", None) == name:
-        return train_function
-    for cell in getattr(train_function, "__closure__", None) or ():
-        try:
-            v = cell.cell_contents
-        except ValueError:
-            continue
-        if (callable(getattr(v, "get_concrete_function", None))
-                and getattr(getattr(v, "_python_function", None), "__name__", None) == name):
-            return v
-    return None
 
 
 def ancestor_ops(roots: list[Any], graph: Any, limit: int = MAX_WALK) -> list[Any]:

@@ -148,9 +148,6 @@ class StepTracker(Hook):
         # eager calls of each tf.function (by id): what the training-health probes traced in it
         # need reading for (see HealthMonitor._read_probes)
         self.fn_calls: dict[int, int] = {}
-        # id(tf.function) -> run(fn, call, args, kwargs): a hook that runs some of its calls on
-        # another trace (the training-health probe's sampled twin, see HealthMonitor)
-        self.redirect: dict[int, Any] = {}
         self._tls = ThreadFlags()
         self._train_ticks_since_keras = 0
         self._loop_steps = 0
@@ -190,8 +187,7 @@ class StepTracker(Hook):
                 prev, hook._calling = hook._calling, fn_self
                 t0 = perf()
                 try:
-                    run = hook.redirect.get(id(fn_self)) if hook.redirect else None
-                    result = orig(fn_self, *args, **kwargs) if run is None else run(fn_self, orig, args, kwargs)
+                    result = orig(fn_self, *args, **kwargs)
                 except BaseException as exc:
                     drop_own_frame(exc)  # the user's traceback reads as it would without tflint
                     raise
