@@ -416,6 +416,24 @@ def test_tfl204_replay_method_callers_outside_the_class():
     assert not lines("TFL204", other)  # an instance of another class
 
 
+def test_tfl204_an_agent_from_an_alternate_constructor_of_its_class():
+    # an agent made fresh or loaded from disk by a static/class method that returns an instance
+    draw = "states, actions, targets, nxt, done = self.memory.sample(n)"
+    plain = AGENT.replace("        for _ in range(steps):\n            self.replay(32)\n", "        pass\n")
+    loaders = {
+        "static": "    @staticmethod\n    def load(path):\n        a = Agent()\n        a.model = keras.models.load_model(path)\n"
+                  "        return a\n",
+        "class": "    @classmethod\n    def load(cls, path):\n        return cls()\n",
+        # not an instance of Agent: a model, or a plain method
+        "model": "    @staticmethod\n    def load(path):\n        return keras.models.load_model(path)\n",
+        "method": "    def load(self, path):\n        a = Agent()\n        return a\n",
+    }
+    for kind, loader in loaders.items():
+        src = plain.replace("    def run(self, steps):", loader + "\n    def run(self, steps):").format(
+            draw=draw, caller="agent = Agent.load('a.keras')\nfor e in range(500):\n    agent.replay(32)")
+        assert bool(lines("TFL204", src)) == (kind in ("static", "class")), kind
+
+
 # -- real-code false positives ---------------------------------------------------------------
 
 def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():

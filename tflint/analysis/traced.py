@@ -775,11 +775,42 @@ class TracedFunctions:
                         table.setdefault(callee, []).append(node)
         return table.get(func, [])
 
+    def makes_instance(self, value: ast.AST, cls: ast.ClassDef) -> bool:
+        """``value`` is a new instance of ``cls``: ``Cls(...)``, or ``Cls.make(...)`` where
+        ``make`` is a classmethod or staticmethod of ``cls`` whose every ``return`` gives one
+        (``agent = Agent.load(path)``, a ``load`` that builds ``Agent()`` and fills it)."""
+        if not isinstance(value, ast.Call):
+            return False
+        f = value.func
+        if isinstance(f, ast.Name):
+            return f.id == cls.name
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == cls.name):
+            return False
+        make = self._methods(cls, f.attr)
+        if len(make) != 1:
+            return False
+        kinds = {d.id for d in make[0].decorator_list if isinstance(d, ast.Name)}
+        if not kinds & {"classmethod", "staticmethod"}:
+            return False
+        names = {cls.name}
+        args = make[0].args.posonlyargs + make[0].args.args
+        if "classmethod" in kinds and args:
+            names.add(args[0].arg)
+
+        def new(v: ast.AST | None) -> bool:
+            return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in names
+
+        returns = [r for r in walk_own(make[0].body) if isinstance(r, ast.Return)]
+        return bool(returns) and all(
+            new(r.value) or (isinstance(r.value, ast.Name) and bool(self.bindings(r.value.id, make[0]))
+                             and all(new(b) for b in self.bindings(r.value.id, make[0])))
+            for r in returns)
+
     def calls_of(self, func: ast.AST) -> list[ast.Call]:
         """Every in-module call that runs ``func``: those of :meth:`call_sites` (the real call
         nodes) and, for a method, ``obj.name(...)`` where ``obj`` is bound, in the call's scope
-        or the module, to an instance of the method's class (``agent = DQNAgent(...)``, then
-        ``agent.replay(32)``)."""
+        or the module, only to instances of the method's class (``agent = DQNAgent(...)``, or
+        ``DQNAgent.load(path)``, then ``agent.replay(32)``)."""
         out = [getattr(c, "original", c) for c in self.call_sites(func)]
         cls = self.a.parent(func)
         if not isinstance(cls, ast.ClassDef):
@@ -794,9 +825,7 @@ class TracedFunctions:
                 continue
             scope = self.a.enclosing_function(node) or self.a.tree
             binds = self.bindings(f.value.id, scope) or self.bindings(f.value.id, self.a.tree)
-            if binds and all(
-                isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id == cls.name for b in binds
-            ):
+            if binds and all(self.makes_instance(b, cls) for b in binds):
                 out.append(node)
         return out
 
