@@ -797,14 +797,15 @@ class TracedFunctions:
         if "classmethod" in kinds and args:
             names.add(args[0].arg)
 
-        def new(v: ast.AST | None) -> bool:
+        def new(v: ast.AST | None, local: bool = True) -> bool:
+            """``cls(...)``, or (``local``) a name that ``make`` binds only to such calls."""
+            if isinstance(v, ast.Name) and local:
+                binds = self.bindings(v.id, make[0])
+                return bool(binds) and all(new(b, False) for b in binds)
             return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in names
 
         returns = [r for r in walk_own(make[0].body) if isinstance(r, ast.Return)]
-        return bool(returns) and all(
-            new(r.value) or (isinstance(r.value, ast.Name) and bool(self.bindings(r.value.id, make[0]))
-                             and all(new(b) for b in self.bindings(r.value.id, make[0])))
-            for r in returns)
+        return bool(returns) and all(new(r.value) for r in returns)
 
     def calls_of(self, func: ast.AST) -> list[ast.Call]:
         """Every in-module call that runs ``func``: those of :meth:`call_sites` (the real call
