@@ -171,6 +171,31 @@ def test_fix_notebook(tmp_path):
     assert out["cells"][2]["source"] == ["@tf.function\n", "def f(x):\n", "    !echo hi\n", "    tf.print(x)\n", "    return x"]
 
 
+def test_fix_notebook_changes_only_the_fixed_line(tmp_path):
+    # as Colab writes notebooks: non-ASCII text and <, >, & as \\u escapes, no final newline; a
+    # cell stored as one string with CRLF line ends, which no fix touches
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["<b>Pr\u00e9cision</b> & recall \u00bf\n"]},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+             "source": "import tensorflow as tf\r\nx = 1\r\n"},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+             "source": ["@tf.function\n", "def f(x):\n", "    print(x)\n", "    return x\n"]},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 0,
+    }
+    raw = json.dumps(nb, indent=2, ensure_ascii=True)
+    raw = raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+    assert b"\\u00e9" in raw and b"\\u003cb\\u003e" in raw and not raw.endswith(b"\n")
+    p = tmp_path / "nb.ipynb"
+    p.write_bytes(raw)
+    proc = check("--fix", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert p.read_bytes() == raw.replace(b'"    print(x)\\n"', b'"    tf.print(x)\\n"')
+
+
 def test_stdin_fix_writes_fixed_source_to_stdout(tmp_path):
     proc = check("-", "--fix", cwd=tmp_path, input=BAD)
     assert proc.returncode == 0

@@ -252,18 +252,41 @@ def fix_file(
     return outcome
 
 
-def _json_indent(raw: bytes) -> int:
-    """The indentation the notebook's JSON was written with (Jupyter writes 1)."""
-    import re
+class _JsonStyle:
+    """How the notebook's JSON was written, so that a fixed notebook differs from it only in the
+    fixed cells: the indentation (Jupyter writes 1), ``\\uXXXX`` escapes for non-ASCII text (some
+    editors write them), ``<``, ``>`` and ``&`` escaped as ``\\u003c``... (Colab writes them) and
+    whether the file starts with a byte-order mark and ends with a newline."""
 
-    m = re.search(rb"\n( +)\S", raw[:4096])
-    return len(m.group(1)) if m else 1
+    def __init__(self, raw: bytes) -> None:
+        import re
+
+        self.bom = raw.startswith(b"\xef\xbb\xbf")
+        m = re.search(rb"\n( +)\S", raw[:4096])
+        self.indent = len(m.group(1)) if m else 1
+        self.ascii = raw.isascii()
+        self.html_escapes = b"\\u003c" in raw or b"\\u003e" in raw or b"\\u0026" in raw
+        self.newline = raw.endswith(b"\n")
+
+    def dump(self, doc: dict) -> bytes:
+        import json
+
+        text = json.dumps(doc, indent=self.indent, ensure_ascii=self.ascii)
+        if self.html_escapes:  # these characters only occur inside JSON strings
+            text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        data = (text + ("\n" if self.newline else "")).encode("utf-8")
+        return b"\xef\xbb\xbf" + data if self.bom else data
 
 
-def _dump_notebook(doc: dict, indent: int) -> bytes:
-    import json
-
-    return (json.dumps(doc, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+def _cell_source(original: object, lines: list[str]) -> object:
+    """A fixed cell's source in the form the notebook stored it: a list of lines or one string,
+    its line ends, with or without a final newline."""
+    was = "".join(original) if isinstance(original, list) else (original or "")
+    end = "\r\n" if "\r\n" in was else "\n"
+    text = end.join(lines) + (end if was.endswith("\n") else "")
+    if isinstance(original, str):
+        return text
+    return text.splitlines(keepends=True)
 
 
 def _fix_notebook(
@@ -293,7 +316,8 @@ def _fix_notebook(
             s = s[:-1]
         cell_texts.append(s.split("\n"))
     original_cells = [list(c) for c in cell_texts]
-    indent = _json_indent(raw)
+    original_sources = [doc["cells"][index].get("source", "") for index, _n in nb.cells]
+    style = _JsonStyle(raw)
     text = src.text
     fixed = 0
     result = lint_text(outcome.path, text, enabled, rules=rules, target=target)
@@ -326,9 +350,10 @@ def _fix_notebook(
         if not n_total:
             break
         fixed += n_total
-        for (index, _n), lines in zip(nb.cells, cell_texts):
-            doc["cells"][index]["source"] = [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-        new_raw = _dump_notebook(doc, indent)
+        for (index, _n), lines, before, source in zip(nb.cells, cell_texts, original_cells, original_sources):
+            # cells no fix touched keep their source as it was stored (a string, CRLF line ends)
+            doc["cells"][index]["source"] = source if lines == before else _cell_source(source, lines)
+        new_raw = style.dump(doc)
         try:
             new_src = decode_notebook(new_raw)
         except SourceError as exc:  # pragma: no cover - we just wrote valid JSON
@@ -356,10 +381,10 @@ def _fix_notebook(
         return outcome
     from tflint.check.engine import lint_bytes
 
-    new_raw = _dump_notebook(doc, indent)
+    new_raw = style.dump(doc)
     outcome.new_raw = new_raw
     outcome.fixed = fixed
     outcome.findings = lint_bytes(outcome.path, new_raw, enabled, rules, target=target).findings
     outcome.old_text = raw.decode("utf-8-sig", "replace")
-    outcome.new_text = new_raw.decode("utf-8")
+    outcome.new_text = new_raw.decode("utf-8-sig")
     return outcome
