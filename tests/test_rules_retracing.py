@@ -434,6 +434,98 @@ def test_tfl204_an_agent_from_an_alternate_constructor_of_its_class():
         assert bool(lines("TFL204", src)) == (kind in ("static", "class")), kind
 
 
+WRAPPED = """
+import random
+import numpy as np
+import keras
+
+
+class QNetwork:
+    def __init__(self):
+        self.model = keras.Sequential([keras.layers.Dense(2)])
+
+    def predict(self, states):
+        return self.model.predict(states, verbose=0)
+
+    def train(self, states, targets):
+        {train}
+
+
+class Agent:
+    def __init__(self):
+        self.buffer = []
+        self.model = {net}
+        self.target = QNetwork()
+
+    def replay(self):
+        {replay}
+
+    def run(self, episodes):
+        for ep in range(episodes):
+            self.replay()
+"""
+
+FIT = "self.model.fit(states, targets, epochs=1, verbose=0)"
+SAMPLED = """for _ in range(10):
+            states, actions, rewards, nxt, done = self.replay_buffer.sample(32)
+            targets = self.target.predict(states)
+            self.model.train(states, targets)"""
+
+
+def test_tfl204_fit_through_a_method_that_passes_its_arguments_on():
+    # the DeepRL-TensorFlow2 DQN: `self.model.train(states, targets)` on a sampled minibatch, ten
+    # times per call of replay(), once per episode; QNetwork.train runs fit on what it is given
+    (f,) = findings("TFL204", WRAPPED.format(train=FIT, net="QNetwork()", replay=SAMPLED))
+    assert f.line == 15 and f.fix is None  # a method the caller may also use on a whole dataset
+    assert "one batch per call of `train()`: line 28 passes it `states`" in f.message
+    assert "replay memory, once per call of `replay()`, which the loop on line 31" in f.message
+    # the same through a keyword argument, and from a loop over a dataset's batches
+    src = WRAPPED.format(train=FIT, net="QNetwork()",
+                         replay="for xb, yb in tf.data.Dataset.range(9).batch(3):\n"
+                                "            self.model.train(targets=yb, states=xb)")
+    assert lines("TFL204", src.replace("import keras", "import keras\nimport tensorflow as tf")) == [16]
+
+
+@pytest.mark.parametrize(
+    "train,net,replay",
+    [
+        # the whole memory each call: fit runs many steps
+        (FIT, "QNetwork()", "states = np.array(self.buffer)\n        self.model.train(states, states)"),
+        # the wrapper does more than pass the batch on: it builds what it fits
+        ("states = np.concatenate([states, self.extra])\n        " + FIT, "QNetwork()", SAMPLED),
+        ("for _ in range(100):\n            " + FIT, "QNetwork()", SAMPLED),
+        # self.model is not (only) a QNetwork
+        (FIT, "keras.Sequential([keras.layers.Dense(2)])", SAMPLED),
+        # fit on something other than the parameter
+        ("self.model.fit(self.all_states, targets, epochs=1, verbose=0)", "QNetwork()", SAMPLED),
+    ],
+)
+def test_tfl204_fit_through_a_method_controls(train, net, replay):
+    assert lines("TFL204", WRAPPED.format(train=train, net=net, replay=replay)) == []
+
+
+def test_tfl204_a_short_sample_and_fit_loop_in_a_method_called_per_episode():
+    # replay() fits 1, 2 or 5 sampled minibatches per call (a bound read from a name bound only
+    # to int literals), and a loop over episodes calls it
+    replay = """if ep < 64:
+            times = 1
+        elif ep < 112:
+            times = 2
+        else:
+            times = 5
+        for _ in range(times):
+            minibatch = random.sample(self.memory, 32)
+            states = np.array([t[0] for t in minibatch])
+            targets = self.model.predict(states)
+            self.model.fit(states, targets, epochs=1, verbose=0)"""
+    src = AGENT.replace("def replay(self, n):", "def replay(self, ep):").format(draw=replay, caller="")
+    src = src.replace("        self.model.fit(states, targets, epochs=1, verbose=0)\n\n    def run", "\n    def run")
+    (f,) = findings("TFL204", src)
+    assert "once per call of `replay()`, which the loop on line" in f.message
+    # the same method, never called from a loop: not reported
+    assert lines("TFL204", src.replace("            self.replay(32)", "            pass")) == []
+
+
 # -- real-code false positives ---------------------------------------------------------------
 
 def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():

@@ -121,6 +121,27 @@ def test_iteration_bound(loop, bound):
     assert a.loops.runs_once(node) == (bound is not None and bound <= 1)
 
 
+@pytest.mark.parametrize(
+    "prelude,loop,bound",
+    [
+        # a name every binding of which is a non-negative int literal: the largest of them
+        ("n = 1\nif fast:\n    n = 5\n", "for i in range(n):", 5),
+        ("LIMIT = 3\n", "for x in ds.take(LIMIT):", 3),
+        ("lo = 2\nhi = 9\n", "for i in range(lo, hi):", 7),
+        ("n = 1\n", "for i in range(n):", 1),
+        # bound some other way too: unknown
+        ("n = 1\nn += 1\n", "for i in range(n):", None),
+        ("n = len(xs)\nif fast:\n    n = 5\n", "for i in range(n):", None),
+        ("n = -1\n", "for x in ds.take(n):", None),  # take(-1) takes everything
+        ("for n in sizes:\n    pass\nn = 4\n", "for i in range(n):", None),
+    ],
+)
+def test_iteration_bound_through_names(prelude, loop, bound):
+    a = analyse(f"{prelude}{loop}\n    f(i)\n")
+    node = a.loops.loops[-1]
+    assert a.loops.iteration_bound(node) == bound
+
+
 def test_body_ending_in_break_runs_once_unless_it_can_continue():
     a = analyse(
         "for x in ds:\n    f(x)\n    break\n"

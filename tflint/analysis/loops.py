@@ -108,21 +108,37 @@ class LoopFacts:
         f = it.func
         args = it.args
         if isinstance(f, ast.Attribute) and f.attr == "take" and len(args) == 1 and not it.keywords:
-            return _literal_int(args[0])
+            return self._most(args[0])
         builtin = isinstance(f, ast.Name) and self.a.qualname(f) is None
         name = f.id if builtin else self.a.call_name(it)
         if name in ("range", "six.moves.range") and 1 <= len(args) <= 2 and not it.keywords:
-            ints = [_literal_int(x) for x in args]
-            if any(i is None for i in ints):
+            upper = self._ints(args[-1])
+            lower = self._ints(args[0]) if len(args) == 2 else [0]
+            if upper is None or lower is None:
                 return None
-            return max(0, ints[-1] - (ints[0] if len(ints) == 2 else 0))
+            return max(0, max(upper) - min(lower))
         if name == "itertools.islice" and len(args) == 2:
-            return _literal_int(args[1])
+            return self._most(args[1])
         if builtin and name in ("enumerate", "zip", "reversed", "list", "tuple", "sorted") and args:
             bounds = [self._iterable_bound(x) for x in args[: 1 if name != "zip" else None]]
             known = [b for b in bounds if b is not None]
             return min(known) if known else None
         return None
+
+    def _ints(self, node: ast.AST) -> list[int] | None:
+        """The ints ``node`` may hold: an int literal, or a name every binding of which is a
+        non-negative int literal (``times = 1`` ... ``times = 5``; see :func:`number_constant`)."""
+        value = _literal_int(node)
+        if value is not None:
+            return [value]
+        if not isinstance(node, ast.Name) or not number_constant(self.a, node):
+            return None
+        values = [_literal_int(v) for v in self.a.traced.bindings(node.id, self.a.traced.defining_scope(node.id, node))]
+        return values if values and all(v is not None and v >= 0 for v in values) else None
+
+    def _most(self, node: ast.AST) -> int | None:
+        values = self._ints(node)
+        return max(values) if values else None
 
     @cached_property
     def _training(self) -> dict[LoopNode, bool]:

@@ -811,7 +811,9 @@ class TracedFunctions:
         """Every in-module call that runs ``func``: those of :meth:`call_sites` (the real call
         nodes) and, for a method, ``obj.name(...)`` where ``obj`` is bound, in the call's scope
         or the module, only to instances of the method's class (``agent = DQNAgent(...)``, or
-        ``DQNAgent.load(path)``, then ``agent.replay(32)``)."""
+        ``DQNAgent.load(path)``, then ``agent.replay(32)``), and ``self.attr.name(...)`` where
+        the calling class assigns ``self.attr`` only such instances (``self.model =
+        QNetwork(...)`` in ``__init__``, then ``self.model.train(states, targets)``)."""
         out = [getattr(c, "original", c) for c in self.call_sites(func)]
         cls = self.a.parent(func)
         if not isinstance(cls, ast.ClassDef):
@@ -821,11 +823,16 @@ class TracedFunctions:
             return out
         for node in self.a.nodes(ast.Call):
             f = node.func
-            if not (isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name)
-                    and f.value.id not in ("self", "cls")):
+            if not (isinstance(f, ast.Attribute) and f.attr == name):
                 continue
-            scope = self.a.enclosing_function(node) or self.a.tree
-            binds = self.bindings(f.value.id, scope) or self.bindings(f.value.id, self.a.tree)
+            obj = f.value
+            if isinstance(obj, ast.Name) and obj.id not in ("self", "cls"):
+                scope = self.a.enclosing_function(node) or self.a.tree
+                binds = self.bindings(obj.id, scope) or self.bindings(obj.id, self.a.tree)
+            elif _is_self_attr(obj):
+                binds = [v for v in self.self_attr_values(self.a.enclosing_class(node), obj.attr) if not _is_none(v)]
+            else:
+                continue
             if binds and all(self.makes_instance(b, cls) for b in binds):
                 out.append(node)
         return out

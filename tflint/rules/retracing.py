@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from tflint.analysis.astutil import walk_own
 from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
@@ -1149,7 +1150,9 @@ class PerBatchFit(Rule):
         "but `verbose`, `batch_size`, `shuffle` and `sample_weight`, the fix calls "
         "`model.train_on_batch(x, y)`: one compiled training step on the same data. It is "
         "unsafe: `fit` cuts an input of more than 32 samples (or `batch_size`) into several "
-        "steps, `train_on_batch` takes it as one batch, and no callbacks run."
+        "steps, `train_on_batch` takes it as one batch, and no callbacks run. A `fit` reached "
+        "through a method that passes its arguments on gets no fix: other callers may pass it "
+        "a whole dataset."
     )
     what = (
         "Checks for `model.fit(...)` called inside a Python loop on the loop's current batch or "
@@ -1161,7 +1164,11 @@ class PerBatchFit(Rule):
         "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`). It also checks `fit` on a minibatch that a "
         "function draws from a replay memory (`random.sample(self.memory, 32)`, "
         "`self.buffer.sample(32)`) when a loop of the module calls that function "
-        "(`agent.replay(32)` once per environment step). A loop that calls `fit` on a whole dataset per epoch, "
+        "(`agent.replay(32)` once per environment step; a short sample-and-fit loop inside it "
+        "counts the same), and `fit` inside a method that only passes its arguments on "
+        "(`def train(self, states, targets): self.model.fit(states, targets)`) when a call of "
+        "that method does one of the above (`self.q_net.train(states, targets)` on a sampled "
+        "minibatch). A loop that calls `fit` on a whole dataset per epoch, "
         "fold or trial is fine, and so is a loop that builds a new model each iteration, "
         "visits a few batches (at most 16) or loads a large dataset in chunks of more than "
         "4096 rows (`x[i:i + 100000]`)."
@@ -1251,6 +1258,21 @@ class PerBatchFit(Rule):
         for episode in range(500):
             agent.learn()
         """,
+        """
+        import numpy as np
+        import keras
+
+        class Trainer:
+            def __init__(self):
+                self.model = keras.Sequential([keras.layers.Dense(1)])
+
+            def train(self, x, y):
+                self.model.fit(x, y, epochs=1, verbose=0)
+
+        trainer = Trainer()
+        for round_ in range(100):  # all the data each round, through a method that passes it on
+            trainer.train(np.load('x.npy'), np.load('y.npy'))
+        """,
     ]
     INVALID = [
         """
@@ -1305,6 +1327,29 @@ class PerBatchFit(Rule):
         for step in range(10000):
             agent.replay(32)
         """,
+        """
+        import keras
+
+        class QNetwork:
+            def __init__(self):
+                self.model = keras.Sequential([keras.layers.Dense(2)])
+
+            def train(self, states, targets):
+                self.model.fit(states, targets, epochs=1, verbose=0)  # expect: TFL204
+
+        class Agent:
+            def __init__(self):
+                self.q = QNetwork()
+
+            def replay(self):
+                for _ in range(10):
+                    states, actions, rewards, next_states, done = self.buffer.sample()
+                    self.q.train(states, rewards)
+
+            def run(self, episodes):
+                for ep in range(episodes):
+                    self.replay()
+        """,
     ]
 
     def check(self, ctx: RuleContext) -> None:
@@ -1321,53 +1366,96 @@ class PerBatchFit(Rule):
             if x is None:
                 continue
             model = ctx.segment(f.value)
-            loops = a.loops.enclosing_loops(node)
-            if not loops:
-                self._check_per_call(ctx, node, x, model)
-            for loop in loops:
-                if a.loops.is_over_runs(loop) or _over_listed_items(loop) or self._rebinds(ctx, loop, model):
-                    break
-                bound = a.loops.iteration_bound(loop)
-                if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
-                    break
-                what = self._per_element(ctx, loop, x, 0)
-                if what is None:
-                    continue
-                self._report(ctx, node, model, f"`{what}`, {self._kind(ctx, loop)} of the loop on line {loop.lineno}",
-                             " in the loop, or one `fit` on the whole dataset")
-                break
+            found = self._per_batch(ctx, node, x, model)
+            if found is not None:
+                what, in_loop = found
+                self._report(ctx, node, model, what, " in the loop, or one `fit` on the whole dataset" if in_loop else "")
+                continue
+            via = self._through_wrapper(ctx, node, x)
+            if via is not None:
+                self._report(ctx, node, model, via, fix=False)
 
     @staticmethod
-    def _report(ctx: RuleContext, node: ast.Call, model: str, what: str, instead: str = "") -> None:
+    def _report(ctx: RuleContext, node: ast.Call, model: str, what: str, instead: str = "", fix: bool = True) -> None:
         ctx.report(
             node,
             f"`fit()` is called on {what}: each call pays `fit`'s whole setup again for one batch; "
             f"use `{model}.train_on_batch(x, y)`{instead}",
-            fix=_train_on_batch_fix(ctx, node),
+            fix=_train_on_batch_fix(ctx, node) if fix else None,
         )
 
-    def _check_per_call(self, ctx: RuleContext, node: ast.Call, x: ast.AST, model: str) -> None:
-        """``fit`` outside any loop of its function, on a minibatch that the function draws from
-        a replay memory, when a loop of the module calls that function (``agent.replay()``
-        once per environment step): one ``fit`` per batch all the same."""
+    def _per_batch(self, ctx: RuleContext, call: ast.Call, x: ast.AST, obj: str) -> tuple[str, bool] | None:
+        """How ``call`` (``fit``, or a method that runs it) gets one batch or sample as ``x`` per
+        call: the message's text, and whether it names a loop of the call's own function.
+        ``None`` when it is not known to. First a loop of the call's function whose current
+        element is ``x``, innermost first (a loop of at most ``FEW_ITERATIONS`` ends the search:
+        ``for xb, yb in ds.take(5)``); then, when no longer loop of the function encloses the
+        call, a minibatch the function draws from a replay memory and a loop of the module that
+        calls the function."""
         a = ctx.analysis
-        func = a.enclosing_function(node)
+        long_loop = False
+        for loop in a.loops.enclosing_loops(call):
+            if a.loops.is_over_runs(loop) or _over_listed_items(loop) or self._rebinds(ctx, loop, obj):
+                return None
+            bound = a.loops.iteration_bound(loop)
+            if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
+                break
+            long_loop = True
+            what = self._per_element(ctx, loop, x, 0)
+            if what is not None:
+                return f"`{what}`, {self._kind(ctx, loop)} of the loop on line {loop.lineno}", True
+        if long_loop:
+            return None
+        what = self._per_call(ctx, call, x)
+        return None if what is None else (what, False)
+
+    def _per_call(self, ctx: RuleContext, call: ast.Call, x: ast.AST) -> str | None:
+        """``call`` in no loop of its function but short ones, on a minibatch that the function
+        draws from a replay memory, when a loop of the module calls that function
+        (``agent.replay()`` once per environment step): one ``fit`` per batch all the same."""
+        a = ctx.analysis
+        func = a.enclosing_function(call)
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return
+            return None
         inner, _ = _strip_batch_dim(a, x)
         if not self._drawn_in(ctx, func, inner):
-            return
-        for call in a.traced.calls_of(func):
-            if a.enclosing_function(call) is func:
+            return None
+        for caller in a.traced.calls_of(func):
+            if a.enclosing_function(caller) is func:
                 continue
-            for loop in a.loops.enclosing_loops(call):
+            for loop in a.loops.enclosing_loops(caller):
                 bound = a.loops.iteration_bound(loop)
                 if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
                     continue
-                self._report(ctx, node, model, f"`{ctx.segment(x)}`, a minibatch drawn from a replay memory, "
-                             f"once per call of `{func.name}()`, which the loop on line {loop.lineno} calls "
-                             "every iteration")
-                return
+                return (f"`{ctx.segment(x)}`, a minibatch drawn from a replay memory, once per call of "
+                        f"`{func.name}()`, which the loop on line {loop.lineno} calls every iteration")
+        return None
+
+    def _through_wrapper(self, ctx: RuleContext, node: ast.Call, x: ast.AST) -> str | None:
+        """``fit`` on a parameter of a function that passes it on unchanged, in no loop
+        (``def train(self, states, targets): self.model.fit(states, targets)``), when a call of
+        that function in the module passes one batch or sample per call
+        (``self.model.train(states, targets)`` on a minibatch drawn from a replay memory)."""
+        a = ctx.analysis
+        func = a.enclosing_function(node)
+        inner, _ = _strip_batch_dim(a, x)
+        if not (isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(inner, ast.Name)
+                and not a.loops.enclosing_loops(node) and not _rebound(func, inner.id)):
+            return None
+        params = [p.arg for p in func.args.posonlyargs + func.args.args]
+        if inner.id not in params:
+            return None
+        for call in a.traced.calls_of(func):
+            if a.enclosing_function(call) is func:
+                continue
+            arg = _argument(call, params, inner.id)
+            if arg is None:
+                continue
+            f = call.func
+            found = self._per_batch(ctx, call, arg, ctx.segment(f.value) if isinstance(f, ast.Attribute) else "")
+            if found is not None:
+                return f"one batch per call of `{func.name}()`: line {call.lineno} passes it {found[0]}"
+        return None
 
     @staticmethod
     def _drawn_in(ctx: RuleContext, func: ast.AST, expr: ast.AST) -> bool:
@@ -1494,6 +1582,34 @@ class PerBatchFit(Rule):
             return set()
         pool = ctx.segment(sample.args[0]).lower()
         return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
+
+
+def _rebound(func: ast.AST, name: str) -> bool:
+    """``func`` assigns ``name`` in its own body (nested functions aside)."""
+    for n in walk_own(func.body):
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+            targets = [n.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg)):
+            return True
+    return False
+
+
+def _argument(call: ast.Call, params: list[str], name: str) -> ast.AST | None:
+    """The expression ``call`` passes for the parameter ``name`` among ``params`` (a call
+    ``obj.method(a, b)`` fills a method's parameters after ``self``); ``None`` when it passes
+    none or unpacks ``*args``/``**kwargs``."""
+    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    bound = isinstance(call.func, ast.Attribute) and params[:1] == ["self"]
+    index = params.index(name) - (1 if bound else 0)
+    return call.args[index] if 0 <= index < len(call.args) else None
 
 
 def _draws_from_memory(ctx: RuleContext, call: ast.Call) -> bool:
