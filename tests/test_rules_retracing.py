@@ -254,6 +254,14 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
         ("for m in [model, model]:\n    m.predict(val)", False),
         ("for name, d in sets.items():\n    model.evaluate(d)", False),
         ("for x in ds:\n    model(x, training=False)", False),
+        # an environment loop: each step's observation is a new sample
+        ("s = env.reset()\ndone = False\nwhile not done:\n    q = model.predict(s[None], verbose=0)\n"
+         "    s, r, done, info = env.step(q.argmax())", True),
+        ("s = self.env.reset()\nfor t in range(max_steps):\n    a = model.predict(np.reshape(s, [1, 4]))\n"
+         "    nxt, r, done, _ = self.env.step(a)\n    s = nxt", True),
+        # a step of something else, or the same input every iteration
+        ("while not done:\n    p = model.predict(x)\n    x = scheduler.step(p)", False),
+        ("while not done:\n    p = model.predict(x_val)\n    s, r, done, info = env.step(0)", False),
     ],
 )
 def test_tfl203_data_loops_versus_run_loops(body, fires):

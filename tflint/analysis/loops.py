@@ -338,7 +338,9 @@ class LoopFacts:
 
     def varying_names(self, loop: LoopNode) -> set[str]:
         """Names whose value comes from the current iteration: the ``for`` targets, counters,
-        names bound from ``next(...)`` in the body, and names computed from those."""
+        names bound in the body from ``next(...)`` or from an environment's step
+        (``state, reward, done, info = env.step(action)``: a new observation per call), and
+        names computed from those."""
         cache = self.__dict__.setdefault("_varying", {})
         got = cache.get(loop)
         if got is not None:
@@ -356,10 +358,7 @@ class LoopFacts:
                 new = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - names
                 if not new:
                     continue
-                if _uses(value, names) or any(
-                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "next"
-                    for c in ast.walk(value)
-                ):
+                if _uses(value, names) or any(_next_or_env_step(c) for c in ast.walk(value)):
                     names |= new
                     changed = True
         cache[loop] = names
@@ -385,6 +384,21 @@ class LoopFacts:
         return isinstance(it, (ast.List, ast.Tuple)) and all(
             isinstance(e, (ast.Name, ast.Attribute, ast.Tuple)) for e in it.elts
         )
+
+
+def _next_or_env_step(node: ast.AST) -> bool:
+    """``next(it)``, or ``env.step(action)`` / ``self.env.step(action)`` (a receiver named like an
+    environment): a call that gives a new value each time."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Name):
+        return f.id == "next"
+    if not (isinstance(f, ast.Attribute) and f.attr == "step"):
+        return False
+    recv = f.value
+    name = recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else ""
+    return "env" in name.lower()
 
 
 def _literal_int(node: ast.AST) -> int | None:

@@ -806,7 +806,8 @@ class PerBatchPredict(Rule):
     what = (
         "Checks for `model.predict(...)` or `evaluate(...)` called "
         "inside a Python loop on the loop's current batch or sample (`for x in dataset`, "
-        "`for i in range(len(x))` with `x[i]`), or from a per-batch callback hook; and "
+        "`for i in range(len(x))` with `x[i]`, or the observation of an environment loop: "
+        "`state, reward, done, info = env.step(action)`), or from a per-batch callback hook; and "
         "`model.predict(...)` run unconditionally in every iteration of a long loop "
         "(`for step in range(2000)`, 100 iterations or more) whatever it predicts on. Calling "
         "them once per epoch or per checkpoint on a fixed dataset, or every k-th step, is fine, "
@@ -952,6 +953,16 @@ class PerBatchPredict(Rule):
         for epoch in range(3):
             for xb, yb in val_batches:
                 loss = model.evaluate(xb, yb, verbose=0)  # expect: TFL203
+        """,
+        """
+        import numpy as np
+        import keras
+
+        model = keras.Sequential([keras.layers.Dense(2)])
+        state, done = env.reset(), False
+        while not done:
+            q = model.predict(state[np.newaxis], verbose=0)  # expect: TFL203
+            state, reward, done, info = env.step(int(np.argmax(q)))
         """,
         """
         import keras
