@@ -297,6 +297,57 @@ def test_tfl203_other_libraries_and_callbacks():
     assert lines("TFL203", src) == [13, 23]
 
 
+ACTOR = """
+import numpy as np
+import keras
+
+
+class Agent:
+    def __init__(self):
+        self.model = keras.Sequential([keras.layers.Dense(2)])
+
+    def act(self, state):
+        {act}
+
+
+agent = Agent()
+{loop}
+"""
+
+ENV_LOOP = """for episode in range(500):
+    state, done = env.reset(), False
+    while not done:
+        action = agent.act(state)
+        state, reward, done, info = env.step(action)"""
+
+
+def test_tfl203_predict_through_a_method_the_environment_loop_calls():
+    # the DQN agent's act(): one observation per call, once per environment step
+    act = "state = np.reshape(state, [1, 4])\n        return np.argmax(self.model.predict(state, verbose=0)[0])"
+    (f,) = findings("TFL203", ACTOR.format(act=act, loop=ENV_LOOP))
+    assert f.line == 12 and f.fix is None  # other callers may pass the method a whole dataset
+    assert "one sample per call of `act()`: line 19 passes it `state`, a batch or sample of the loop on line 18" in f.message
+    assert "use `model.predict_on_batch(x)`" in f.message
+
+
+@pytest.mark.parametrize(
+    "act,loop",
+    [
+        # the method predicts on something else than what it is given
+        ("return self.model.predict(self.x_val)", ENV_LOOP),
+        # it transforms its input first (not only a batch dimension)
+        ("state = preprocess(state)\n        return self.model.predict(state)", ENV_LOOP),
+        # called once, or with the same input every iteration
+        ("return self.model.predict(state)", "agent.act(x_test)"),
+        ("return self.model.predict(state)", "for step in range(1000):\n    agent.act(x_test)"),
+        # a few calls
+        ("return self.model.predict(state)", "for x in ds.take(3):\n    agent.act(x)"),
+    ],
+)
+def test_tfl203_predict_through_a_method_controls(act, loop):
+    assert lines("TFL203", ACTOR.format(act=act, loop=loop)) == []
+
+
 def test_tfl203_message_names_the_loop():
     (f,) = findings("TFL203", KERAS + "\nfor batch in ds:\n    model.predict(batch)\n")
     assert "line 4" in f.message and "`batch`" in f.message
@@ -510,6 +561,22 @@ def test_tfl204_fit_through_a_method_that_passes_its_arguments_on():
 )
 def test_tfl204_fit_through_a_method_controls(train, net, replay):
     assert lines("TFL204", WRAPPED.format(train=train, net=net, replay=replay)) == []
+
+
+def test_tfl204_online_learning_on_each_environment_step():
+    src = KERAS + """
+state = env.reset()
+for t in range(10000):
+    target = model.predict_on_batch(state[None])
+    next_state, reward, done, info = env.step(int(target.argmax()))
+    model.fit(state[None], target, epochs=1, verbose=0)
+    state = next_state
+"""
+    (f,) = findings("TFL204", src)
+    assert "`state`, one batch or sample of the loop on line 5" in f.message
+    # the observations gathered into a list and fitted once per episode: many steps per fit
+    batched = src.replace("    model.fit(state[None], target, epochs=1, verbose=0)\n", "    seen.append(state)\n")
+    assert lines("TFL204", batched + "model.fit(np.array(seen), targets)\n") == []
 
 
 def test_tfl204_a_short_sample_and_fit_loop_in_a_method_called_per_episode():

@@ -338,14 +338,28 @@ class LoopFacts:
 
     def varying_names(self, loop: LoopNode) -> set[str]:
         """Names whose value comes from the current iteration: the ``for`` targets, counters,
-        names bound in the body from ``next(...)`` or from an environment's step
-        (``state, reward, done, info = env.step(action)``: a new observation per call), and
-        names computed from those."""
+        the :meth:`fresh_names`, and names computed from those."""
         cache = self.__dict__.setdefault("_varying", {})
         got = cache.get(loop)
-        if got is not None:
-            return got
-        names = set(self.loop_variables(loop))
+        if got is None:
+            got = cache[loop] = self._computed_from(loop, set(self.loop_variables(loop)))
+        return got
+
+    def fresh_names(self, loop: LoopNode) -> set[str]:
+        """Names that hold a new value drawn in each iteration: bound in the body from
+        ``next(...)`` or from an environment's step (``state, reward, done, info =
+        env.step(action)``: a new observation per call), and names computed from those
+        (``state = next_state``, ``x = np.reshape(state, [1, 4])``)."""
+        cache = self.__dict__.setdefault("_fresh", {})
+        got = cache.get(loop)
+        if got is None:
+            got = cache[loop] = self._computed_from(loop, set())
+        return got
+
+    def _computed_from(self, loop: LoopNode, names: set[str]) -> set[str]:
+        """``names`` and the names the body binds from them, from ``next(...)`` or from an
+        environment's step, to a fixed point."""
+        names = set(names)
         assigns = [n for n in walk_body(loop.body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
         changed = True
         while changed:
@@ -361,7 +375,6 @@ class LoopFacts:
                 if _uses(value, names) or any(_next_or_env_step(c) for c in ast.walk(value)):
                     names |= new
                     changed = True
-        cache[loop] = names
         return names
 
     def is_over_runs(self, loop: LoopNode) -> bool:

@@ -801,13 +801,16 @@ class PerBatchPredict(Rule):
         "`model.predict_on_batch(x)`, which returns the same NumPy arrays. It is unsafe: the "
         "whole input goes through the model as one batch (`predict` cuts it into batches of "
         "32), which needs more memory for a large input, and no callbacks run. `evaluate` gets "
-        "no fix."
+        "no fix, and neither does a `predict` reached through a method, which other callers may "
+        "give a whole dataset."
     )
     what = (
         "Checks for `model.predict(...)` or `evaluate(...)` called "
         "inside a Python loop on the loop's current batch or sample (`for x in dataset`, "
         "`for i in range(len(x))` with `x[i]`, or the observation of an environment loop: "
-        "`state, reward, done, info = env.step(action)`), or from a per-batch callback hook; and "
+        "`state, reward, done, info = env.step(action)`), also through a method that predicts "
+        "on what it is given (`action = agent.act(state)` with `def act(self, state): return "
+        "self.model.predict(state)`), or from a per-batch callback hook; and "
         "`model.predict(...)` run unconditionally in every iteration of a long loop "
         "(`for step in range(2000)`, 100 iterations or more) whatever it predicts on. Calling "
         "them once per epoch or per checkpoint on a fixed dataset, or every k-th step, is fine, "
@@ -965,6 +968,24 @@ class PerBatchPredict(Rule):
             state, reward, done, info = env.step(int(np.argmax(q)))
         """,
         """
+        import numpy as np
+        import keras
+
+        class Agent:
+            def __init__(self):
+                self.model = keras.Sequential([keras.layers.Dense(2)])
+
+            def act(self, state):
+                state = np.reshape(state, [1, 4])
+                return int(np.argmax(self.model.predict(state, verbose=0)[0]))  # expect: TFL203
+
+        agent = Agent()
+        for episode in range(500):
+            state, done = env.reset(), False
+            while not done:
+                state, reward, done, info = env.step(agent.act(state))
+        """,
+        """
         import keras
 
         class Monitor(keras.callbacks.Callback):
@@ -1023,38 +1044,86 @@ class PerBatchPredict(Rule):
                 )
                 continue
             data = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("x", "y"))]
-            for loop in a.loops.enclosing_loops(node):
-                if a.loops.is_over_runs(loop) or _over_listed_items(loop):
-                    continue
-                bound = a.loops.iteration_bound(loop)
-                if bound is not None and bound <= self.FEW_ITERATIONS:
-                    continue  # a look at a few batches (`for x, y in ds.take(5)`): a few setups
-                if self._fits_same_model(ctx, loop, node):
-                    break  # each iteration trains the model, then judges it (cross-validation)
-                varying = a.loops.varying_names(loop)
-                used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
-                if not used:
-                    count = self._long_loop(ctx, loop, node) if method == "predict" else None
-                    if count is not None:
-                        ctx.report(
-                            node,
-                            f"`predict()` runs in every one of the {count} iterations of the loop on "
-                            f"line {loop.lineno}: each call pays `predict`'s whole setup (a new input "
-                            f"pipeline and step loop); use `model.predict_on_batch(x)` (the compiled "
-                            f"step) or predict once before the loop",
-                            fix=_on_batch_fix(ctx, node),
-                        )
-                        break
-                    continue
+            found = self._per_sample(ctx, node, node, data)
+            if found is None:
+                via = self._through_wrapper(ctx, node, data)
+                if via is not None:
+                    ctx.report(
+                        node,
+                        f"`{method}()` is called on one sample per call of `{via[0].name}()`: line "
+                        f"{via[1].lineno} passes it `{via[2]}`, a batch or sample of the loop on line "
+                        f"{via[3].lineno}: each call pays `{method}`'s whole setup; "
+                        + ("use `model.predict_on_batch(x)` (the compiled step, no setup)" if method == "predict"
+                           else "call it once on the dataset"),
+                    )
+                continue
+            loop, used = found
+            if used is None:
                 ctx.report(
                     node,
-                    f"`{method}()` is called on `{used[0]}`, a batch or sample of the loop on line "
-                    f"{loop.lineno}: each call pays `{method}`'s whole setup; "
-                    + ("call it once on the dataset, or `model.predict_on_batch(x)` in the loop (the "
-                       "compiled step, no setup)" if method == "predict" else "call it once on the dataset"),
+                    f"`predict()` runs in every one of the {self._long_loop(ctx, loop, node)} iterations of "
+                    f"the loop on line {loop.lineno}: each call pays `predict`'s whole setup (a new input "
+                    f"pipeline and step loop); use `model.predict_on_batch(x)` (the compiled "
+                    f"step) or predict once before the loop",
                     fix=_on_batch_fix(ctx, node),
                 )
-                break
+                continue
+            ctx.report(
+                node,
+                f"`{method}()` is called on `{used}`, a batch or sample of the loop on line "
+                f"{loop.lineno}: each call pays `{method}`'s whole setup; "
+                + ("call it once on the dataset, or `model.predict_on_batch(x)` in the loop (the "
+                   "compiled step, no setup)" if method == "predict" else "call it once on the dataset"),
+                fix=_on_batch_fix(ctx, node),
+            )
+
+    def _per_sample(self, ctx: RuleContext, call: ast.Call, predict: ast.Call,
+                    data: list[ast.AST]) -> tuple[ast.AST, str | None] | None:
+        """The loop of ``call``'s function in which ``call`` (``predict``/``evaluate`` itself, or
+        a function that runs ``predict``) gets a batch or sample per iteration: ``(loop, the
+        loop-varying name it reads)``, or ``(loop, None)`` for a ``predict`` in every iteration
+        of a long loop whatever it reads; ``None`` when there is no such loop."""
+        a = ctx.analysis
+        for loop in a.loops.enclosing_loops(call):
+            if a.loops.is_over_runs(loop) or _over_listed_items(loop):
+                continue
+            bound = a.loops.iteration_bound(loop)
+            if bound is not None and bound <= self.FEW_ITERATIONS:
+                continue  # a look at a few batches (`for x, y in ds.take(5)`): a few setups
+            if self._fits_same_model(ctx, loop, predict):
+                return None  # each iteration trains the model, then judges it (cross-validation)
+            varying = a.loops.varying_names(loop)
+            used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
+            if used:
+                return loop, used[0]
+            if call is predict and predict.func.attr == "predict" and self._long_loop(ctx, loop, predict) is not None:
+                return loop, None
+        return None
+
+    def _through_wrapper(self, ctx: RuleContext, node: ast.Call, data: list[ast.AST]):
+        """``predict`` on a parameter of a function, in no loop of it (``def act(self, state):
+        return np.argmax(self.model.predict(state)[0])``, the parameter perhaps given a batch
+        dimension first), when a call of that function in the module passes a batch or sample of
+        its loop (``action = agent.act(state)`` in an environment loop): ``(function, call,
+        loop-varying name, loop)``, else ``None``."""
+        a = ctx.analysis
+        func = a.enclosing_function(node)
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.loops.enclosing_loops(node) or not data:
+            return None
+        params = [p.arg for p in func.args.posonlyargs + func.args.args]
+        param = _parameter_passed(ctx, func, params, data[0])
+        if param is None:
+            return None
+        for call in a.traced.calls_of(func):
+            if a.enclosing_function(call) is func:
+                continue
+            arg = _argument(call, params, param)
+            if arg is None:
+                continue
+            found = self._per_sample(ctx, call, node, [arg])
+            if found is not None and found[1] is not None:
+                return func, call, found[1], found[0]
+        return None
 
     @staticmethod
     def _fits_same_model(ctx: RuleContext, loop: ast.AST, call: ast.Call) -> bool:
@@ -1172,7 +1241,9 @@ class PerBatchFit(Rule):
         "replay memory (`for state, action, reward, next_state, done in "
         "random.sample(memory, n)`), a minibatch drawn from a replay memory in the loop body "
         "(`batch = random.sample(self.memory, 32)`), or slices of an array by the loop index "
-        "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`). It also checks `fit` on a minibatch that a "
+        "(`x[i:i + 32]`, `np.expand_dims(x[i], 0)`), or the observation of an environment loop "
+        "(`state, reward, done, info = env.step(action)`: online learning). It also checks `fit` "
+        "on a minibatch that a "
         "function draws from a replay memory (`random.sample(self.memory, 32)`, "
         "`self.buffer.sample(32)`) when a loop of the module calls that function "
         "(`agent.replay(32)` once per environment step; a short sample-and-fit loop inside it "
@@ -1495,14 +1566,14 @@ class PerBatchFit(Rule):
 
     def _per_element(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
         """How ``expr`` (``fit``'s input) is one batch or sample of ``loop``, as source text:
-        a target of a loop over a dataset or a replay sample, or a slice of an array by the
-        loop index (a bare ``x[i]`` counts only inside a wrapper that gives it a batch
+        a target of a loop over a dataset or a replay sample, a value drawn in the iteration
+        (``next(it)``, an environment's observation), or a slice of an array by the loop index (a bare ``x[i]`` counts only inside a wrapper that gives it a batch
         dimension); ``None`` when it is not known to be."""
         a = ctx.analysis
         inner, wrapped = _strip_batch_dim(a, expr)
         elements = self._element_targets(ctx, loop)
         if isinstance(inner, ast.Name):
-            if inner.id in elements or self._replay_sample(ctx, loop, inner):
+            if inner.id in elements or inner.id in a.loops.fresh_names(loop) or self._replay_sample(ctx, loop, inner):
                 return inner.id
             if depth < 3:
                 bound = a.loops.body_binding(loop, inner.id)
@@ -1607,6 +1678,41 @@ def _rebound(func: ast.AST, name: str) -> bool:
         if any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg)):
             return True
     return False
+
+
+def _parameter_passed(ctx: RuleContext, func: ast.AST, params: list[str], expr: ast.AST) -> str | None:
+    """The parameter of ``func`` that ``expr`` is, give or take a batch dimension
+    (``np.reshape(state, [1, n])``, ``state[None]``), directly or through names that ``func``
+    binds only to such wrappings of it (``state = np.reshape(state, [1, n])``); else ``None``."""
+    a = ctx.analysis
+    for _ in range(3):
+        inner, _wrapped = _strip_batch_dim(a, expr)
+        if not isinstance(inner, ast.Name):
+            return None
+        binds = a.traced.bindings(inner.id, func)
+        if inner.id in params:
+            def rewraps(value: ast.AST, name: str = inner.id) -> bool:
+                core = _strip_batch_dim(a, value)[0]
+                return isinstance(core, ast.Name) and core.id == name
+
+            ok = all(rewraps(b) for b in binds) and _binds_only_by_assignment(func, inner.id, len(binds))
+            return inner.id if ok else None
+        if len(binds) != 1 or not _binds_only_by_assignment(func, inner.id, 1):
+            return None
+        expr = binds[0]
+    return None
+
+
+def _binds_only_by_assignment(func: ast.AST, name: str, count: int) -> bool:
+    """``func`` binds ``name`` exactly ``count`` times, all by plain assignments."""
+    n_assign = 0
+    for n in walk_own(func.body):
+        if isinstance(n, (ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr, ast.AnnAssign)):
+            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+                return False
+        elif isinstance(n, ast.Assign):
+            n_assign += sum(isinstance(t, ast.Name) and t.id == name for tg in n.targets for t in ast.walk(tg))
+    return n_assign == count
 
 
 def _argument(call: ast.Call, params: list[str], name: str) -> ast.AST | None:
