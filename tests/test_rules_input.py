@@ -16,6 +16,7 @@ from tflint.rules.input_pipeline import (
     MapWithoutParallelCalls,
     PyFunctionInDatasetMap,
     ShuffleAfterBatch,
+    ZipOfShuffledFileListings,
 )
 
 
@@ -580,3 +581,79 @@ def test_a_helper_returns_to_each_caller_the_pipeline_it_was_given():
     roots = {getattr(c.root.func, "attr", None) for c in a.datasets.chains_of(train)}
     assert roots == {"from_tensor_slices"}
     assert lines(src, RandomMapWithFixedSeed) == [10]
+
+
+# -- TFL408 ------------------------------------------------------------------------------------
+
+ZIP_HEAD = "import keras\nimport tensorflow as tf\nSEED = 42\n"
+
+
+def zip_lines(images: str, masks: str, zip_call: str = "tf.data.Dataset.zip((images, masks))") -> list[int]:
+    return lines(ZIP_HEAD + f"images = {images}\nmasks = {masks}\nds = {zip_call}\n", ZipOfShuffledFileListings)
+
+
+def test_tfl408_which_listings_line_up():
+    shuffled = "tf.data.Dataset.list_files('img/*.png')"
+    ordered = "tf.data.Dataset.list_files('mask/*.png', shuffle=False)"
+    # a listing in an order of its own against: a fixed order, another random order, an array
+    assert zip_lines(shuffled, ordered) == [4]
+    assert zip_lines(shuffled, "tf.data.Dataset.list_files('mask/*.png')") == [4]
+    assert zip_lines(shuffled, "tf.data.Dataset.from_tensor_slices(label_list)") == [4]
+    assert zip_lines(shuffled, "tf.data.Dataset.list_files('mask/*.png', shuffle=True, seed=None)") == [4]
+    # the other forms of zip
+    assert zip_lines(shuffled, ordered, "tf.data.Dataset.zip(images, masks)") == [4]
+    assert zip_lines(shuffled, ordered, "tf.data.Dataset.zip({'x': images, 'y': masks})") == [4]
+    # seeds: the same value lines up, different ones do not, a seeded order is not a fixed one
+    seeded = "tf.data.Dataset.list_files('{}/*.png', seed={})"
+    assert zip_lines(seeded.format("img", "SEED"), seeded.format("mask", "42")) == []
+    assert zip_lines(seeded.format("img", "1"), seeded.format("mask", "2")) == [4]
+    assert zip_lines(seeded.format("img", "1"), ordered) == [4]
+    directory = "tf.keras.utils.image_dataset_from_directory('{}', labels=None{})"
+    assert zip_lines(directory.format("img", ""), directory.format("mask", "")) == [4]
+    assert zip_lines(directory.format("img", ", shuffle=False"), directory.format("mask", ", shuffle=False")) == []
+    assert zip_lines(directory.format("img", ", seed=SEED"), directory.format("mask", ", seed=SEED")) == []
+
+
+def test_tfl408_orders_it_does_not_judge():
+    shuffled = "tf.data.Dataset.list_files('img/*.png')"
+    # an explicit shuffle (unpaired data is shuffled on purpose), an index, a single file,
+    # shuffling chosen by a variable, one dataset alone
+    assert zip_lines("tf.data.Dataset.from_tensor_slices(a).shuffle(100)",
+                     "tf.data.Dataset.from_tensor_slices(b).shuffle(100)") == []
+    assert zip_lines(shuffled, "tf.data.Dataset.range(1000)") == []
+    assert zip_lines("tf.data.Dataset.list_files('img/0001.png')",
+                     "tf.data.Dataset.list_files('mask/*.png', shuffle=False)") == []
+    assert zip_lines("tf.data.Dataset.list_files('img/*.png', shuffle=training)",
+                     "tf.data.Dataset.list_files('mask/*.png', shuffle=False)") == []
+    assert zip_lines(shuffled, "tf.data.Dataset.list_files('mask/*.png', shuffle=False)",
+                     "tf.data.Dataset.zip((images,))") == []
+
+
+def test_tfl408_listings_made_in_a_function_and_transformed():
+    src = """
+    import tensorflow as tf
+
+    def listing(folder):
+        return tf.data.Dataset.list_files(folder + "/*.png")
+
+    blurred = listing("blur").map(tf.io.read_file)
+    sharp = listing("sharp").map(tf.io.read_file)
+    pairs = tf.data.Dataset.zip((blurred, sharp)).batch(4)
+    """
+    (f,) = run_rules(textwrap.dedent(src), [ZipOfShuffledFileListings])
+    assert f.line == 5 and "`Dataset.zip` (line 9) pairs it with `sharp`" in f.message
+
+
+def test_tfl408_one_listing_read_twice():
+    # each branch of the zip iterates the listing anew, and each iteration reshuffles it: on
+    # TensorFlow 2.21 none of 20 pairs match (tests/premises/test_input_pipeline.py)
+    src = """
+    import tensorflow as tf
+
+    files = tf.data.Dataset.list_files("data/*.png")
+    images = files.map(load_image)
+    masks = files.map(mask_path).map(load_mask)
+    ds = tf.data.Dataset.zip((images, masks))
+    """
+    assert lines(src, ZipOfShuffledFileListings) == [4]
+    assert lines(src.replace('"data/*.png")', '"data/*.png", shuffle=False)'), ZipOfShuffledFileListings) == []

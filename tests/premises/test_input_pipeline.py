@@ -423,6 +423,82 @@ def test_tfl406_a_take_skip_split_of_a_reshuffled_dataset_leaks():
     assert "TFL406" in codes(bad) and "TFL406" in codes(seeded) and "TFL406" not in codes(good)
 
 
+# -- TFL408 -------------------------------------------------------------------------------
+
+ZIP_408 = """
+import os
+import keras
+import tensorflow as tf
+
+images = {images}
+masks = {masks}
+PAIRS = [(os.path.basename(a.numpy().decode()), os.path.basename(b.numpy().decode()))
+         for a, b in tf.data.Dataset.zip((images, masks))]
+"""
+
+
+def test_tfl408_zipped_listings_that_shuffle_on_their_own_pair_the_wrong_files(tmp_path):
+    """``list_files`` shuffles by default, each call with a seed of its own: zipping the listing
+    of 20 images with the listing of their 20 masks (the same names) pairs few of them; with
+    ``shuffle=False``, or one ``seed`` on both, every pair matches."""
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+        for i in range(20):
+            (tmp_path / folder / f"{i:02d}.png").write_bytes(b"")
+
+    def listing(folder: str, args: str = "") -> str:
+        return f"tf.data.Dataset.list_files({str(tmp_path / folder / '*.png')!r}{args})"
+
+    def matched(src: str) -> int:
+        return sum(a == b for a, b in run(src)["PAIRS"])
+
+    bad = ZIP_408.format(images=listing("images"), masks=listing("masks"))
+    one_side = ZIP_408.format(images=listing("images"), masks=listing("masks", ", shuffle=False"))
+    unshuffled = ZIP_408.format(images=listing("images", ", shuffle=False"), masks=listing("masks", ", shuffle=False"))
+    seeded = ZIP_408.format(images=listing("images", ", seed=7"), masks=listing("masks", ", seed=7"))
+    assert matched(bad) < 10 and matched(one_side) < 10  # 1 expected by chance
+    assert matched(unshuffled) == 20 and matched(seeded) == 20
+    assert "TFL408" in codes(bad) and "TFL408" in codes(one_side)
+    assert "TFL408" not in codes(unshuffled) and "TFL408" not in codes(seeded)
+    # one listing read by both sides of the zip: each side iterates it anew, in a new order
+    twice = ZIP_408.format(images=listing("images"), masks="images.map(lambda p: p)")
+    assert matched(twice) < 10 and "TFL408" in codes(twice)
+    once = ZIP_408.format(images=listing("images", ", shuffle=False"), masks="images.map(lambda p: p)")
+    assert matched(once) == 20 and "TFL408" not in codes(once)
+
+
+DIRECTORY_408 = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+def load(folder):
+    return keras.utils.image_dataset_from_directory(
+        folder, labels=None, image_size=(4, 4), color_mode="grayscale", batch_size=8, verbose=False{args})
+
+MATCHED = sum(int(np.sum(a.numpy()[:, 0, 0, 0] == b.numpy()[:, 0, 0, 0]))
+              for a, b in tf.data.Dataset.zip((load(IMAGES), load(MASKS))))
+"""
+
+
+def test_tfl408_image_dataset_from_directory_shuffles_each_folder_its_own_way(tmp_path):
+    """Two folders of 40 one-colour images, image ``i`` of value ``5 i`` in both: zipped with
+    the default ``shuffle=True`` and no seed almost no pair matches; with ``shuffle=False`` or
+    the same ``seed`` all 40 do."""
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+        for i in range(40):
+            data = tf.io.encode_png(tf.fill([4, 4, 1], tf.constant(i * 5, tf.uint8))).numpy()
+            (tmp_path / folder / f"{i:02d}.png").write_bytes(data)
+    names = dict(IMAGES=str(tmp_path / "images"), MASKS=str(tmp_path / "masks"))
+    bad = DIRECTORY_408.format(args="")
+    assert run(bad, **names)["MATCHED"] < 20
+    for good in (", shuffle=False", ", seed=3"):
+        assert run(DIRECTORY_408.format(args=good), **names)["MATCHED"] == 40
+        assert "TFL408" not in codes(DIRECTORY_408.format(args=good))
+    assert "TFL408" in codes(bad)
+
+
 # -- TFL407 -------------------------------------------------------------------------------
 
 SEEDED_407 = """

