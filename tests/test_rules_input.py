@@ -629,6 +629,32 @@ def test_tfl408_orders_it_does_not_judge():
                      "tf.data.Dataset.zip((images,))") == []
 
 
+def test_tfl408_two_shuffled_listings_need_a_partner_name():
+    # unpaired domains (CycleGAN) are zipped at random on purpose: only a name or pattern that
+    # says one side holds each element's partner makes two random orders a mismatch
+    src = ZIP_HEAD + "{a} = tf.data.Dataset.list_files('{pa}')\n{b} = tf.data.Dataset.list_files('{pb}')\n" \
+        "ds = tf.data.Dataset.zip(({a}, {b}))\n"
+
+    def got(a, pa, b, pb):
+        return lines(src.format(a=a, pa=pa, b=b, pb=pb), ZipOfShuffledFileListings)
+
+    assert got("train_A", "monet2photo/train/A/*", "train_B", "monet2photo/train/B/*") == []
+    assert got("horses", "trainA/*.jpg", "zebras", "trainB/*.jpg") == []
+    assert got("images", "data/images/*.png", "masks", "data/masks/*.png") == [4]
+    assert got("blurred", "GOPRO/blur/*.png", "sharp", "GOPRO/sharp/*.png") == [4]
+    assert got("x_files", "data/x/*.npy", "yFiles", "data/gt/*.npy") == [4]  # camelCase and a pattern
+    # a helper that makes a new listing per call: two listings, not one read twice
+    helper = """
+    import tensorflow as tf
+
+    def listing(folder):
+        return tf.data.Dataset.list_files(folder + "/*.jpg")
+
+    ds = tf.data.Dataset.zip((listing("trainA"), listing("trainB")))
+    """
+    assert lines(helper, ZipOfShuffledFileListings) == []
+
+
 def test_tfl408_listings_made_in_a_function_and_transformed():
     src = """
     import tensorflow as tf

@@ -1433,11 +1433,13 @@ class ZipOfShuffledFileListings(Rule):
         "(images and masks, inputs and targets, files and labels) when one of them comes from "
         "`Dataset.list_files(...)` or `image_dataset_from_directory(...)` with its default "
         "shuffling and no `seed`, and another is a listing or array that keeps its own order "
-        "(`list_files(..., shuffle=False)`, `from_tensor_slices(labels)`), or a second listing "
-        "that shuffles; also a listing shuffled with a `seed` zipped with one in another order. "
-        "Listings that shuffle with the same `seed`, and datasets shuffled with "
-        "an explicit `.shuffle()` (unpaired data, as in CycleGAN, is shuffled on purpose), are "
-        "not reported."
+        "(`list_files(..., shuffle=False)`, `from_tensor_slices(labels)`), the same listing "
+        "read again (`zip((files.map(load_image), files.map(load_mask)))`), or a second "
+        "listing that shuffles its own way and whose name or pattern says it holds each "
+        "element's partner (`masks`, `labels`, `targets`, `sharp`, `clean`, `y`...). Listings "
+        "that shuffle with the same `seed`, two shuffled listings of unrelated names (unpaired "
+        "data, as CycleGAN's `trainA`/`trainB`, is zipped at random on purpose), and datasets "
+        "shuffled with an explicit `.shuffle()` are not reported."
     )
     why = (
         "`list_files` shuffles the file names by default, and `image_dataset_from_directory` "
@@ -1495,6 +1497,14 @@ class ZipOfShuffledFileListings(Rule):
         files = tf.data.Dataset.list_files("shards/*.tfrecord")
         ds = tf.data.Dataset.zip((files, tf.data.Dataset.range(1000)))  # an index, not a pair
         """,
+        """
+        import tensorflow as tf
+
+        # unpaired domains (CycleGAN): each listing shuffles its own way, on purpose
+        train_a = tf.data.Dataset.list_files("monet2photo/trainA/*.jpg")
+        train_b = tf.data.Dataset.list_files("monet2photo/trainB/*.jpg")
+        ds = tf.data.Dataset.zip((train_a, train_b))
+        """,
     ]
     INVALID = [
         """
@@ -1537,14 +1547,12 @@ class ZipOfShuffledFileListings(Rule):
             if a.call_name(call) not in _DATASET_ZIP:
                 continue
             known = [(p, o) for p in _zipped(call) if (o := self._order(ctx, facts.chains_of(p))) is not None]
-            mover = next(((p, o) for p, o in known if o[0] != "ordered"
-                          and any(k[1] != o[1] for _, k in known)), None)
-            if mover is None:
+            found = self._mismatch(ctx, known, call)
+            if found is None:
                 continue
-            root = mover[1][2]
-            other = next(p for p, o in known if o[1] != mover[1][1])
+            (_, (kind, _, root)), other = found
             name = a.call_name(root).rsplit(".", 1)[-1]
-            how = "a random order of its own" if mover[1][0] == "shuffled" else "the order of its `seed`"
+            how = "a random order of its own" if kind == "shuffled" else "the order of its `seed`"
             ctx.report(
                 root,
                 f"`{name}()` shuffles in {how}, and `Dataset.zip` (line {call.lineno}) pairs it "
@@ -1553,6 +1561,27 @@ class ZipOfShuffledFileListings(Rule):
                 "`seed` to every listing) and shuffle after `zip`",
                 end_node=root.func,
             )
+
+    @staticmethod
+    def _mismatch(ctx: RuleContext, known: list, zip_call: ast.Call) -> tuple[tuple, ast.AST] | None:
+        """A zipped listing that shuffles and a partner in another order, when the two are
+        meant to line up: the partner keeps a fixed order (labels, a listing with
+        ``shuffle=False``), or it is the same listing read again (one constructor in the zip's
+        own function, not a helper that makes a new listing per call), or its name or pattern says it
+        holds what belongs to each element (``masks``, ``labels``, ``targets``, ``sharp``...).
+        Two listings of unrelated names that each shuffle are unpaired data (CycleGAN's
+        ``trainA``/``trainB``), zipped at random on purpose."""
+        for part, order in known:
+            if order[0] == "ordered":
+                continue
+            for other, o in known:
+                if other is part or o[1] == order[1]:
+                    continue
+                same = o[2] is order[2] and ctx.analysis.enclosing_function(o[2]) is ctx.analysis.enclosing_function(zip_call)
+                if o[0] == "ordered" or same or _names_a_partner(ctx, other, o[2]) \
+                        or _names_a_partner(ctx, part, order[2]):
+                    return (part, order), other
+        return None
 
     @staticmethod
     def _order(ctx: RuleContext, chains) -> tuple[str, object, ast.Call | None] | None:
@@ -1589,6 +1618,23 @@ class ZipOfShuffledFileListings(Rule):
             value = number_value(ctx.analysis, seed)
             return ("seeded", ("seed", value if value is not None else ctx.segment(seed)), root)
         return ("shuffled", object(), root)
+
+
+# words naming what belongs to each element of a paired dataset
+_PARTNER_WORDS = frozenset({
+    "mask", "masks", "label", "labels", "annotation", "annotations", "seg", "segmentation",
+    "gt", "groundtruth", "target", "targets", "sharp", "clean", "hr", "depth", "y",
+})
+
+
+def _names_a_partner(ctx: RuleContext, part: ast.AST, root: ast.Call) -> bool:
+    """The zipped dataset's own text or its listing's pattern names a partner of each element
+    (``masks``, ``"data/labels/*.png"``, ``y_ds``)."""
+    import re
+
+    text = ctx.segment(part) + " " + (ctx.segment(root.args[0]) if root.args else "")
+    words = re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
+    return any(w in _PARTNER_WORDS for w in words)
 
 
 def _zipped(call: ast.Call) -> list[ast.AST]:
