@@ -262,6 +262,14 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
         # a step of something else, or the same input every iteration
         ("while not done:\n    p = model.predict(x)\n    x = scheduler.step(p)", False),
         ("while not done:\n    p = model.predict(x_val)\n    s, r, done, info = env.step(0)", False),
+        # every k-th step: a periodic update, not a per-sample predict
+        ("s = env.reset()\nfor t in range(100000):\n    s, r, done, info = env.step(0)\n"
+         "    if t % 500 == 0:\n        v = model.predict(s[None])", False),
+        ("s = env.reset()\nbatch = []\nwhile True:\n    s, r, done, info = env.step(0)\n    batch.append(s)\n"
+         "    if len(batch) >= 5 or done:\n        v = model.predict(s[None])\n        batch = []", False),
+        # a warm-up guard is not periodic: once the memory is full it holds every step
+        ("s = env.reset()\nwhile True:\n    s, r, done, info = env.step(0)\n    memory.append(s)\n"
+         "    if len(memory) > 32:\n        v = model.predict(s[None])", True),
     ],
 )
 def test_tfl203_data_loops_versus_run_loops(body, fires):

@@ -1095,7 +1095,7 @@ class PerBatchPredict(Rule):
             varying = a.loops.varying_names(loop)
             used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
             if used:
-                return loop, used[0]
+                return None if _every_kth(call, loop, a) else (loop, used[0])
             if call is predict and predict.func.attr == "predict" and self._long_loop(ctx, loop, predict) is not None:
                 return loop, None
         return None
@@ -1677,6 +1677,32 @@ def _rebound(func: ast.AST, name: str) -> bool:
             continue
         if any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg)):
             return True
+    return False
+
+
+def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
+    """``node`` runs only every k-th iteration of ``loop``: under an ``if`` of the loop body
+    that tests ``step % k`` or the length of a list that the ``if`` empties again
+    (``if len(states) >= update_every: ...; states = []``, a PPO update)."""
+    child = node
+    for anc in a.ancestors(node):
+        if anc is loop:
+            return False
+        if isinstance(anc, ast.If) and child in anc.body:
+            test = anc.test
+            if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
+                return True
+            measured = {n.args[0].id for n in ast.walk(test)
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
+                        and n.args and isinstance(n.args[0], ast.Name)}
+            for n in (x for stmt in anc.body for x in ast.walk(stmt)):
+                if (isinstance(n, ast.Assign) and isinstance(n.value, ast.List) and not n.value.elts
+                        and any(isinstance(t, ast.Name) and t.id in measured for t in n.targets)):
+                    return True
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear"
+                        and isinstance(n.func.value, ast.Name) and n.func.value.id in measured):
+                    return True
+        child = anc
     return False
 
 
