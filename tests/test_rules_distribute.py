@@ -193,3 +193,37 @@ def test_strategy_facts_on_fixture():
     assert [f.name for f in facts.replica_functions] == ["replica_step"]
     assert len(facts.run_calls) == 1
     assert not facts.multi_worker
+
+
+def test_tfl505_a_loss_metric_updated_outside_the_replica_function():
+    # BERT-NER's trainer: the metric is made in the function that drives strategy.run and fed the
+    # reduced loss in the eager loop (inside a scope block); only its own methods are called, so
+    # it counts the same as one made in the scope (tests/premises/test_distribute.py)
+    src = '''
+import tensorflow as tf
+
+def main(ner, optimizer, dist_dataset):
+    strategy = tf.distribute.MirroredStrategy()
+    loss_metric = tf.keras.metrics.Mean()
+
+    def train_step(x):
+        def step_fn(x):
+            return ner(x)
+        per_example = strategy.run(step_fn, args=(x,))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_example, axis=0)
+
+    with strategy.scope():
+        for x in dist_dataset:
+            loss = train_step(x)
+            loss_metric(loss)
+            print(f"loss: {loss_metric.result()}")
+    loss_metric.reset_states()
+    {extra}
+
+
+main(load_model(), None, [])
+'''
+    assert [f for f in _run(src.replace("{extra}", ""), "TFL505")] == []
+    # passed to something the strategy runs (compile's metrics): reported
+    compiled = src.replace("{extra}", "with strategy.scope():\n        ner.compile(metrics=[loss_metric])")
+    assert _run(compiled, "TFL505") == [(6, "TFL505")]

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.premises._probe import ROOT, codes, run_isolated_many
+from tests.premises._probe import ROOT, codes, findings as findings_of, run_isolated_many
 
 pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.timeout(420)
@@ -44,6 +44,49 @@ with strategy.scope():
     model.compile(optimizer="sgd", loss="mse")
 model.fit(tf.ones([8, 4]), tf.ones([8, 1]), batch_size=8, epochs=1, verbose=0)
 RESULT = [strategy.num_replicas_in_sync, type(model.weights[0].value).__name__, "trained"]
+"""
+
+# a metric and a counter made outside the scope, updated in the replica function through their
+# own methods: the same values as made inside it
+OWN_METHODS_505 = HEAD + """
+import keras
+loss_metric = keras.metrics.Mean()
+steps = tf.Variable(0, trainable=False)
+
+def replica_step(x):
+    loss_metric.update_state(x)
+    steps.assign_add(1)
+    return x
+
+@tf.function
+def train_step(x):
+    return strategy.run(replica_step, args=(x,))
+
+for x in strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).map(lambda i: tf.cast(i, tf.float32)).batch(4)):
+    train_step(x)
+RESULT = [strategy.num_replicas_in_sync, float(loss_metric.result()), int(steps.numpy())]
+"""
+# a variable made outside the scope and trained by an optimizer made inside it
+TRAINED_505 = HEAD + """
+import keras
+temperature = tf.Variable(1.0)
+with strategy.scope():
+    optimizer = keras.optimizers.SGD(0.1)
+
+def replica_step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(temperature * x) / 8.0
+    grads = tape.gradient(loss, [temperature])
+    optimizer.apply_gradients(zip(grads, [temperature]))
+    return loss
+
+@tf.function
+def train_step(x):
+    return strategy.run(replica_step, args=(x,))
+
+for x in strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(tf.ones(8)).batch(8)):
+    train_step(x)
+RESULT = float(temperature.numpy())
 """
 
 # -- TFL506 -------------------------------------------------------------------------------
@@ -97,11 +140,12 @@ GOOD_508 = STEP_508.format(
 def mirrored():
     # TFL508 in its own interpreter: collectives launched by the strategies of the others would
     # share instance keys with its own.
-    first, second = run_isolated_many([
+    first, second, third = run_isolated_many([
         ({"bad505": BAD_505, "good505": GOOD_505, "bad506": BAD_506, "good506": GOOD_506}, 2),
         ({"bad508": BAD_508, "good508": GOOD_508}, 2),
+        ({"own505": OWN_METHODS_505, "trained505": TRAINED_505}, 2),
     ])
-    return {**first, **second}
+    return {**first, **second, **third}
 
 
 def test_tfl505_model_built_outside_the_scope_is_not_mirrored(mirrored):
@@ -113,6 +157,17 @@ def test_tfl505_model_built_outside_the_scope_is_not_mirrored(mirrored):
     else:  # or Keras refuses to train it
         assert "scope" in bad["error"], bad
     assert "TFL505" in codes(BAD_505) and "TFL505" not in codes(GOOD_505)
+
+
+def test_tfl505_metrics_and_counters_updated_through_their_own_methods_need_no_scope(mirrored):
+    """Made outside the scope, a metric and a counter updated in the replica function end with
+    the values they would have inside it (the mean of 0..7 over two replicas, one step per
+    replica and batch); a variable made outside and trained by the strategy's optimizer fails."""
+    assert mirrored["own505"]["result"] == [2, 3.5, 4], mirrored["own505"]
+    assert "error" in mirrored["trained505"], mirrored["trained505"]
+    assert "TFL505" not in codes(OWN_METHODS_505)
+    line = TRAINED_505.splitlines().index("temperature = tf.Variable(1.0)") + 1
+    assert [f for f in findings_of(TRAINED_505) if f[1] == "TFL505"] == [(line, "TFL505")]
 
 
 def test_tfl506_undistributed_batch_is_given_whole_to_every_replica(mirrored):

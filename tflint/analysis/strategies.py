@@ -288,7 +288,7 @@ class StrategyFacts:
         return set(self.run_calls)
 
     # -- what strategy code uses ------------------------------------------------------------
-    def used_with_strategy(self, call: ast.Call) -> bool:
+    def used_with_strategy(self, call: ast.Call, own_methods_ok: bool = False) -> bool:
         """Whether the object ``call`` creates is used by code that runs with the strategy.
 
         The object is followed through the names it is bound to (``x = Make()``,
@@ -300,13 +300,17 @@ class StrategyFacts:
         in ``strategy.run``'s arguments, or passed to a module function that opens a scope or
         calls ``run``. When the object cannot be followed (``f(Make())`` as a statement) it
         counts as used. Restored models, coordinator-side evaluation metrics and eager
-        bookkeeping variables that never reach strategy code are not."""
-        if self._strategy_site(call):
+        bookkeeping variables that never reach strategy code are not. With ``own_methods_ok``,
+        a read that only calls the object or one of its methods (``metric(loss)``,
+        ``metric.update_state(y, p)``, ``step.assign_add(1)``) does not count either, and
+        neither does creating it in a function that calls ``strategy.run``."""
+        if not own_methods_ok and self._strategy_site(call):
             return True
         bound = self._names_bound_to(call, 0)
         if bound is None:
             return True
-        return any(self._read_by_strategy_code(name, scope, at=stmt) for name, scope, stmt in bound)
+        return any(self._read_by_strategy_code(name, scope, at=stmt, own_methods_ok=own_methods_ok)
+                   for name, scope, stmt in bound)
 
     def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST, ast.stmt]] | None:
         """(dotted name, scope, binding statement) triples the value of ``expr`` is bound to;
@@ -361,7 +365,8 @@ class StrategyFacts:
             out.extend(got)
         return out
 
-    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0, at: ast.stmt | None = None) -> bool:
+    def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0, at: ast.stmt | None = None,
+                               own_methods_ok: bool = False) -> bool:
         """Whether a read of ``name`` bound in ``scope`` (by statement ``at``) runs with the
         strategy. A read in the same scope's own code that another binding of the name shadows
         (``model = A()`` ... ``with strategy.scope(): model = B(); model.fit()``) does not see
@@ -374,6 +379,8 @@ class StrategyFacts:
                 continue
             if at is not None and self._shadowed(name, scope, at, node):
                 continue
+            if own_methods_ok and _calls_itself(node, self.a):
+                continue
             if self._strategy_site(node):
                 return True
             parent = self.a.parent(node)
@@ -381,7 +388,8 @@ class StrategyFacts:
                     and self.a.enclosing_function(node) is scope):
                 # ``model = Make(); return model``: follow it to what the callers bind
                 bound = self._returned_to(scope, depth + 1)
-                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1, at=b) for n, s, b in bound):
+                if bound is None or any(self._read_by_strategy_code(n, s, depth + 1, at=b, own_methods_ok=own_methods_ok)
+                                        for n, s, b in bound):
                     return True
         return False
 
@@ -458,6 +466,16 @@ class StrategyFacts:
             isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
             and expr.func.attr in DISTRIBUTE_METHODS
         )
+
+
+def _calls_itself(node: ast.AST, a) -> bool:
+    """``node`` is called (``metric(loss)``) or is the receiver of a method call
+    (``metric.update_state(y, p)``, ``step.assign_add(1)``)."""
+    parent = a.parent(node)
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return True
+    return (isinstance(parent, ast.Attribute) and parent.value is node
+            and isinstance(a.parent(parent), ast.Call) and a.parent(parent).func is parent)
 
 
 def _calls_in(expr: ast.AST) -> list[ast.Call]:
