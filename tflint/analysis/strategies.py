@@ -309,7 +309,10 @@ class StrategyFacts:
         bound = self._names_bound_to(call, 0)
         if bound is None:
             return True
-        return any(self._read_by_strategy_code(name, scope, at=stmt, own_methods_ok=own_methods_ok)
+        # (a name bound by an expression statement is the owner the object was given to,
+        # ``model.compile(metrics=[Make()])``: the owner's methods are not the object's)
+        return any(self._read_by_strategy_code(name, scope, at=stmt,
+                                               own_methods_ok=own_methods_ok and not isinstance(stmt, ast.Expr))
                    for name, scope, stmt in bound)
 
     def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST, ast.stmt]] | None:
