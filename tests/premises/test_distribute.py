@@ -46,8 +46,8 @@ model.fit(tf.ones([8, 4]), tf.ones([8, 1]), batch_size=8, epochs=1, verbose=0)
 RESULT = [strategy.num_replicas_in_sync, type(model.weights[0].value).__name__, "trained"]
 """
 
-# a metric and a counter made outside the scope, updated in the replica function through their
-# own methods: the same values as made inside it
+# a metric made outside the scope and updated in the replica function, and a counter made
+# outside it and updated by the eager loop: the same values as made inside it
 OWN_METHODS_505 = HEAD + """
 import keras
 loss_metric = keras.metrics.Mean()
@@ -55,16 +55,37 @@ steps = tf.Variable(0, trainable=False)
 
 def replica_step(x):
     loss_metric.update_state(x)
-    steps.assign_add(1)
     return x
 
 @tf.function
 def train_step(x):
     return strategy.run(replica_step, args=(x,))
 
-for x in strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).map(lambda i: tf.cast(i, tf.float32)).batch(4)):
-    train_step(x)
+with strategy.scope():
+    for x in strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).map(lambda i: tf.cast(i, tf.float32)).batch(4)):
+        train_step(x)
+        steps.assign_add(1)
 RESULT = [strategy.num_replicas_in_sync, float(loss_metric.result()), int(steps.numpy())]
+"""
+# a counter updated in the replica function: made outside the scope it counts every replica's
+# step, made inside it (a mirrored variable) every step once
+COUNTER_505 = HEAD + """
+outside = tf.Variable(0, trainable=False)
+with strategy.scope():
+    inside = tf.Variable(0, trainable=False)
+
+def replica_step(x):
+    outside.assign_add(1)
+    inside.assign_add(1)
+    return x
+
+@tf.function
+def train_step(x):
+    return strategy.run(replica_step, args=(x,))
+
+for x in strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4)):
+    train_step(x)
+RESULT = [int(outside.numpy()), int(inside.numpy())]
 """
 # a variable made outside the scope and trained by an optimizer made inside it
 TRAINED_505 = HEAD + """
@@ -143,7 +164,7 @@ def mirrored():
     first, second, third = run_isolated_many([
         ({"bad505": BAD_505, "good505": GOOD_505, "bad506": BAD_506, "good506": GOOD_506}, 2),
         ({"bad508": BAD_508, "good508": GOOD_508}, 2),
-        ({"own505": OWN_METHODS_505, "trained505": TRAINED_505}, 2),
+        ({"own505": OWN_METHODS_505, "counter505": COUNTER_505, "trained505": TRAINED_505}, 2),
     ])
     return {**first, **second, **third}
 
@@ -159,15 +180,20 @@ def test_tfl505_model_built_outside_the_scope_is_not_mirrored(mirrored):
     assert "TFL505" in codes(BAD_505) and "TFL505" not in codes(GOOD_505)
 
 
-def test_tfl505_metrics_and_counters_updated_through_their_own_methods_need_no_scope(mirrored):
-    """Made outside the scope, a metric and a counter updated in the replica function end with
-    the values they would have inside it (the mean of 0..7 over two replicas, one step per
-    replica and batch); a variable made outside and trained by the strategy's optimizer fails."""
-    assert mirrored["own505"]["result"] == [2, 3.5, 4], mirrored["own505"]
+def test_tfl505_what_needs_the_scope_and_what_does_not(mirrored):
+    """Made outside the scope, a metric updated in the replica function ends with the value it
+    would have inside it (the mean of 0..7), and so does a counter the eager loop updates;
+    a counter updated in the replica function counts each replica's step (4 for 2 steps on 2
+    replicas, against 2 made inside the scope), and a variable trained by the strategy's
+    optimizer fails."""
+    assert mirrored["own505"]["result"] == [2, 3.5, 2], mirrored["own505"]
+    assert mirrored["counter505"]["result"] == [4, 2], mirrored["counter505"]
     assert "error" in mirrored["trained505"], mirrored["trained505"]
     assert "TFL505" not in codes(OWN_METHODS_505)
-    line = TRAINED_505.splitlines().index("temperature = tf.Variable(1.0)") + 1
-    assert [f for f in findings_of(TRAINED_505) if f[1] == "TFL505"] == [(line, "TFL505")]
+    for src, made in ((COUNTER_505, "outside = tf.Variable(0, trainable=False)"),
+                      (TRAINED_505, "temperature = tf.Variable(1.0)")):
+        line = src.splitlines().index(made) + 1
+        assert [f for f in findings_of(src) if f[1] == "TFL505"] == [(line, "TFL505")]
 
 
 def test_tfl506_undistributed_batch_is_given_whole_to_every_replica(mirrored):

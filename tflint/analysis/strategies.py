@@ -288,7 +288,7 @@ class StrategyFacts:
         return set(self.run_calls)
 
     # -- what strategy code uses ------------------------------------------------------------
-    def used_with_strategy(self, call: ast.Call, own_methods_ok: bool = False) -> bool:
+    def used_with_strategy(self, call: ast.Call, own_methods_ok: str | None = None) -> bool:
         """Whether the object ``call`` creates is used by code that runs with the strategy.
 
         The object is followed through the names it is bound to (``x = Make()``,
@@ -302,8 +302,9 @@ class StrategyFacts:
         counts as used. Restored models, coordinator-side evaluation metrics and eager
         bookkeeping variables that never reach strategy code are not. With ``own_methods_ok``,
         a read that only calls the object or one of its methods (``metric(loss)``,
-        ``metric.update_state(y, p)``, ``step.assign_add(1)``) does not count either, and
-        neither does creating it in a function that calls ``strategy.run``."""
+        ``metric.update_state(y, p)``, ``step.assign_add(1)``) does not count either, anywhere
+        (``"anywhere"``) or outside replica code (``"cross-replica"``), and neither does
+        creating it in a function that calls ``strategy.run``."""
         if not own_methods_ok and self._strategy_site(call):
             return True
         bound = self._names_bound_to(call, 0)
@@ -312,7 +313,7 @@ class StrategyFacts:
         # (a name bound by an expression statement is the owner the object was given to,
         # ``model.compile(metrics=[Make()])``: the owner's methods are not the object's)
         return any(self._read_by_strategy_code(name, scope, at=stmt,
-                                               own_methods_ok=own_methods_ok and not isinstance(stmt, ast.Expr))
+                                               own_methods_ok=None if isinstance(stmt, ast.Expr) else own_methods_ok)
                    for name, scope, stmt in bound)
 
     def _names_bound_to(self, expr: ast.AST, depth: int) -> list[tuple[str, ast.AST, ast.stmt]] | None:
@@ -369,7 +370,7 @@ class StrategyFacts:
         return out
 
     def _read_by_strategy_code(self, name: str, scope: ast.AST, depth: int = 0, at: ast.stmt | None = None,
-                               own_methods_ok: bool = False) -> bool:
+                               own_methods_ok: str | None = None) -> bool:
         """Whether a read of ``name`` bound in ``scope`` (by statement ``at``) runs with the
         strategy. A read in the same scope's own code that another binding of the name shadows
         (``model = A()`` ... ``with strategy.scope(): model = B(); model.fit()``) does not see
@@ -382,7 +383,8 @@ class StrategyFacts:
                 continue
             if at is not None and self._shadowed(name, scope, at, node):
                 continue
-            if own_methods_ok and _calls_itself(node, self.a):
+            if own_methods_ok and _calls_itself(node, self.a) and (
+                    own_methods_ok == "anywhere" or not self._replica_site(node)):
                 continue
             if self._strategy_site(node):
                 return True
@@ -458,6 +460,16 @@ class StrategyFacts:
                     if self.calls_run(target) or self._opens_scope(target):
                         return True
         return False
+
+    def _replica_site(self, node: ast.AST) -> bool:
+        """``node`` runs in replica context: in a replica function, or in ``strategy.run``'s
+        arguments."""
+        func = self.a.enclosing_function(node)
+        while func is not None:
+            if func in self.replica_functions:
+                return True
+            func = self.a.enclosing_function(func)
+        return any(anc in self._run_call_set for anc in self.a.ancestors(node) if isinstance(anc, ast.Call))
 
     def _opens_scope(self, func: ast.AST) -> bool:
         blocks = self._scope_block_set

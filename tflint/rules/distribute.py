@@ -78,10 +78,12 @@ class VariableOutsideStrategyScope(Rule):
         "the strategy: inside a scope block, in a replica function, in `strategy.run`'s "
         "arguments, or passed to a function that opens a scope or calls `run`. Objects kept "
         "apart on purpose (a model restored for evaluation, a coordinator-side metric, an "
-        "eager bookkeeping variable) are not reported, nor are metrics and variables that the "
-        "strategy code only updates and reads through their own methods (`metric.update_state("
-        "loss)`, `step.assign_add(1)`): on TensorFlow 2.21 they end with the same values made "
-        "inside or outside the scope."
+        "eager bookkeeping variable) are not reported, nor are metrics that the strategy code "
+        "only updates and reads through their own methods (`metric.update_state(loss)`) and "
+        "variables updated that way outside the replica function (`epoch.assign_add(1)` in the "
+        "eager loop): on TensorFlow 2.21 they end with the same values made inside or outside "
+        "the scope. A counter made outside and updated in the replica function counts every "
+        "replica's step, and is reported."
     )
     why = (
         "A strategy owns only the variables created inside its scope: there they become "
@@ -219,7 +221,7 @@ class VariableOutsideStrategyScope(Rule):
             optimizer = keras.optimizers.Adam(1e-3)
         # only updated and read through their own methods: the same values as in the scope
         loss_metric = keras.metrics.Mean()
-        global_step = tf.Variable(0, trainable=False)
+        epoch = tf.Variable(0, trainable=False)
 
         def replica_step(x, y):
             with tf.GradientTape() as tape:
@@ -227,10 +229,12 @@ class VariableOutsideStrategyScope(Rule):
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             loss_metric.update_state(loss)
-            global_step.assign_add(1)
 
-        strategy.run(replica_step, args=(1.0, 1.0))
-        print(float(loss_metric.result()), int(global_step.numpy()))
+        with strategy.scope():
+            for _ in range(3):
+                strategy.run(replica_step, args=(1.0, 1.0))
+                epoch.assign_add(1)
+        print(float(loss_metric.result()), int(epoch.numpy()))
         """,
     ]
     INVALID = [
@@ -304,10 +308,12 @@ class VariableOutsideStrategyScope(Rule):
             kind = creation_kind(a, node)
             if kind is None or not facts.runs_outside_scope(node) or facts.in_scope(node):
                 continue
-            if not facts.used_with_strategy(node, own_methods_ok=kind in ("metric", "variable")):
-                # restored, evaluated or counted outside the strategy on purpose; a metric or a
-                # variable that is only updated and read through its own methods counts the same
-                # inside or outside the scope (measured on TensorFlow 2.21)
+            # restored, evaluated or counted outside the strategy on purpose; a metric only
+            # updated and read through its own methods ends with the same value made outside the
+            # scope, and so does a variable updated that way outside replica code (in replica
+            # code it counts every replica's update: measured on TensorFlow 2.21)
+            own = {"metric": "anywhere", "variable": "cross-replica"}.get(kind)
+            if not facts.used_with_strategy(node, own_methods_ok=own):
                 continue
             what = ctx.segment(node.func) or kind
             ctx.report(
