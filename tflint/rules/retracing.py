@@ -1514,23 +1514,22 @@ class PerBatchFit(Rule):
         return None
 
     def _through_wrapper(self, ctx: RuleContext, node: ast.Call, x: ast.AST) -> str | None:
-        """``fit`` on a parameter of a function that passes it on unchanged, in no loop
+        """``fit`` on a parameter of a function (give or take a batch dimension), in no loop
         (``def train(self, states, targets): self.model.fit(states, targets)``), when a call of
         that function in the module passes one batch or sample per call
         (``self.model.train(states, targets)`` on a minibatch drawn from a replay memory)."""
         a = ctx.analysis
         func = a.enclosing_function(node)
-        inner, _ = _strip_batch_dim(a, x)
-        if not (isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(inner, ast.Name)
-                and not a.loops.enclosing_loops(node) and not _rebound(func, inner.id)):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.loops.enclosing_loops(node):
             return None
         params = [p.arg for p in func.args.posonlyargs + func.args.args]
-        if inner.id not in params:
+        param = _parameter_passed(ctx, func, params, x)
+        if param is None:
             return None
         for call in a.traced.calls_of(func):
             if a.enclosing_function(call) is func:
                 continue
-            arg = _argument(call, params, inner.id)
+            arg = _argument(call, params, param)
             if arg is None:
                 continue
             f = call.func
@@ -1567,8 +1566,9 @@ class PerBatchFit(Rule):
     def _per_element(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
         """How ``expr`` (``fit``'s input) is one batch or sample of ``loop``, as source text:
         a target of a loop over a dataset or a replay sample, a value drawn in the iteration
-        (``next(it)``, an environment's observation), or a slice of an array by the loop index (a bare ``x[i]`` counts only inside a wrapper that gives it a batch
-        dimension); ``None`` when it is not known to be."""
+        (``next(it)``, an environment's observation), or a slice of an array by the loop index
+        (a bare ``x[i]`` counts only inside a wrapper that gives it a batch dimension); ``None``
+        when it is not known to be."""
         a = ctx.analysis
         inner, wrapped = _strip_batch_dim(a, expr)
         elements = self._element_targets(ctx, loop)
@@ -1664,20 +1664,6 @@ class PerBatchFit(Rule):
             return set()
         pool = ctx.segment(sample.args[0]).lower()
         return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
-
-
-def _rebound(func: ast.AST, name: str) -> bool:
-    """``func`` assigns ``name`` in its own body (nested functions aside)."""
-    for n in walk_own(func.body):
-        if isinstance(n, ast.Assign):
-            targets = n.targets
-        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
-            targets = [n.target]
-        else:
-            continue
-        if any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg)):
-            return True
-    return False
 
 
 def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
