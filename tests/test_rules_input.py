@@ -607,6 +607,7 @@ def test_tfl408_which_listings_line_up():
     seeded = "tf.data.Dataset.list_files('{}/*.png', seed={})"
     assert zip_lines(seeded.format("img", "SEED"), seeded.format("mask", "42")) == []
     assert zip_lines(seeded.format("img", "1"), seeded.format("mask", "2")) == [4]
+    assert zip_lines(seeded.format("img", "SEED"), seeded.format("mask", "args.seed")) == []  # may be equal
     assert zip_lines(seeded.format("img", "1"), ordered) == [4]
     directory = "tf.keras.utils.image_dataset_from_directory('{}', labels=None{})"
     assert zip_lines(directory.format("img", ""), directory.format("mask", "")) == [4]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from types import SimpleNamespace
 
 from tflint.analysis.datasets import BATCHING_METHODS, calls_in, functions_run_by, small_take
@@ -1567,15 +1568,19 @@ class ZipOfShuffledFileListings(Rule):
         """A zipped listing that shuffles and a partner in another order, when the two are
         meant to line up: the partner keeps a fixed order (labels, a listing with
         ``shuffle=False``), or it is the same listing read again (one constructor in the zip's
-        own function, not a helper that makes a new listing per call), or its name or pattern says it
-        holds what belongs to each element (``masks``, ``labels``, ``targets``, ``sharp``...).
-        Two listings of unrelated names that each shuffle are unpaired data (CycleGAN's
-        ``trainA``/``trainB``), zipped at random on purpose."""
+        own function, not a helper that makes a new listing per call), or its name or pattern
+        says it holds what belongs to each element (``masks``, ``labels``, ``targets``,
+        ``sharp``...). Two listings of unrelated names that each shuffle are unpaired data
+        (CycleGAN's ``trainA``/``trainB``), zipped at random on purpose; two seeds written
+        differently may still be equal (``seed=SEED``, ``seed=args.seed``): only two different
+        numbers count."""
         for part, order in known:
             if order[0] == "ordered":
                 continue
             for other, o in known:
                 if other is part or o[1] == order[1]:
+                    continue
+                if o[0] == order[0] == "seeded" and not all(isinstance(k[1][1], (int, float)) for k in (o, order)):
                     continue
                 same = o[2] is order[2] and ctx.analysis.enclosing_function(o[2]) is ctx.analysis.enclosing_function(zip_call)
                 if o[0] == "ordered" or same or _names_a_partner(ctx, other, o[2]) \
@@ -1630,8 +1635,6 @@ _PARTNER_WORDS = frozenset({
 def _names_a_partner(ctx: RuleContext, part: ast.AST, root: ast.Call) -> bool:
     """The zipped dataset's own text or its listing's pattern names a partner of each element
     (``masks``, ``"data/labels/*.png"``, ``y_ds``)."""
-    import re
-
     text = ctx.segment(part) + " " + (ctx.segment(root.args[0]) if root.args else "")
     words = re.split(r"[^a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
     return any(w in _PARTNER_WORDS for w in words)
