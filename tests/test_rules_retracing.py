@@ -261,6 +261,8 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
          "    nxt, r, done, _ = self.env.step(a)\n    s = nxt", True),
         # a step of something else, or the same input every iteration
         ("while not done:\n    p = model.predict(x)\n    x = scheduler.step(p)", False),
+        ("while not done:\n    p = model.predict(x)\n    x = inventory.step(p)", False),
+        ("s = train_env.reset()\nwhile True:\n    a = model.predict(s[None])\n    s, r, d, i = train_env.step(a)", True),
         ("while not done:\n    p = model.predict(x_val)\n    s, r, done, info = env.step(0)", False),
         # every k-th step: a periodic update, not a per-sample predict
         ("s = env.reset()\nfor t in range(100000):\n    s, r, done, info = env.step(0)\n"

@@ -400,8 +400,8 @@ class LoopFacts:
 
 
 def _next_or_env_step(node: ast.AST) -> bool:
-    """``next(it)``, or ``env.step(action)`` / ``self.env.step(action)`` (a receiver named like an
-    environment): a call that gives a new value each time."""
+    """``next(it)``, or ``env.step(action)`` / ``self.train_env.step(action)`` (a receiver named
+    like an environment, not ``inventory``): a call that gives a new value each time."""
     if not isinstance(node, ast.Call):
         return False
     f = node.func
@@ -411,7 +411,7 @@ def _next_or_env_step(node: ast.AST) -> bool:
         return False
     recv = f.value
     name = recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else ""
-    return "env" in name.lower()
+    return any(part.startswith("env") for part in name.lower().split("_"))  # env, train_env, envs
 
 
 def _literal_int(node: ast.AST) -> int | None:
