@@ -263,6 +263,9 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
         ("while not done:\n    p = model.predict(x)\n    x = scheduler.step(p)", False),
         ("while not done:\n    p = model.predict(x)\n    x = inventory.step(p)", False),
         ("s = train_env.reset()\nwhile True:\n    a = model.predict(s[None])\n    s, r, d, i = train_env.step(a)", True),
+        # a step loop whose target reads like an episode counter still steps the environment
+        ("for episode in range(500):\n    s = env.reset()\n    for ep in range(200):\n"
+         "        a = model.predict(s[None])\n        s, r, d, i = env.step(a)", True),
         ("while not done:\n    p = model.predict(x_val)\n    s, r, done, info = env.step(0)", False),
         # every k-th step: a periodic update, not a per-sample predict
         ("s = env.reset()\nfor t in range(100000):\n    s, r, done, info = env.step(0)\n"

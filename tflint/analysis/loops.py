@@ -390,13 +390,25 @@ class LoopFacts:
         ).lower()
         tokens = set(re.split(r"[^a-z]+", words))
         if any(w in tokens or w + "s" in tokens for w in _RUN_WORDS):
-            return True
+            # a loop that steps an environment in its own body steps, whatever its target is
+            # called (``for ep in range(100): ... env.step(action)``)
+            return not any(_next_or_env_step(n) and isinstance(n.func, ast.Attribute) for n in _own_iteration(loop))
         it = loop.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "values", "keys"):
             return True
         return isinstance(it, (ast.List, ast.Tuple)) and all(
             isinstance(e, (ast.Name, ast.Attribute, ast.Tuple)) for e in it.elts
         )
+
+
+def _own_iteration(loop: LoopNode):
+    """The nodes of ``loop``'s body outside its nested loops and functions."""
+    nested = (*_LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    stack = [n for n in loop.body if not isinstance(n, nested)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, nested))
 
 
 def _next_or_env_step(node: ast.AST) -> bool:
