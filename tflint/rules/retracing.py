@@ -1106,20 +1106,7 @@ class PerBatchPredict(Rule):
         dimension first), when a call of that function in the module passes a batch or sample of
         its loop (``action = agent.act(state)`` in an environment loop): ``(function, call,
         loop-varying name, loop)``, else ``None``."""
-        a = ctx.analysis
-        func = a.enclosing_function(node)
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.loops.enclosing_loops(node) or not data:
-            return None
-        params = [p.arg for p in func.args.posonlyargs + func.args.args]
-        param = _parameter_passed(ctx, func, params, data[0])
-        if param is None:
-            return None
-        for call in a.traced.calls_of(func):
-            if a.enclosing_function(call) is func:
-                continue
-            arg = _argument(call, params, param)
-            if arg is None:
-                continue
+        for func, call, arg in _calls_passing(ctx, node, data[0] if data else None):
             found = self._per_sample(ctx, call, node, [arg])
             if found is not None and found[1] is not None:
                 return func, call, found[1], found[0]
@@ -1518,20 +1505,7 @@ class PerBatchFit(Rule):
         (``def train(self, states, targets): self.model.fit(states, targets)``), when a call of
         that function in the module passes one batch or sample per call
         (``self.model.train(states, targets)`` on a minibatch drawn from a replay memory)."""
-        a = ctx.analysis
-        func = a.enclosing_function(node)
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.loops.enclosing_loops(node):
-            return None
-        params = [p.arg for p in func.args.posonlyargs + func.args.args]
-        param = _parameter_passed(ctx, func, params, x)
-        if param is None:
-            return None
-        for call in a.traced.calls_of(func):
-            if a.enclosing_function(call) is func:
-                continue
-            arg = _argument(call, params, param)
-            if arg is None:
-                continue
+        for func, call, arg in _calls_passing(ctx, node, x):
             f = call.func
             found = self._per_batch(ctx, call, arg, ctx.segment(f.value) if isinstance(f, ast.Attribute) else "")
             if found is not None:
@@ -1690,6 +1664,25 @@ def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
                     return True
         child = anc
     return False
+
+
+def _calls_passing(ctx: RuleContext, node: ast.Call, expr: ast.AST | None):
+    """For ``node`` (``predict``/``fit``) in no loop of its function and on ``expr``, a parameter
+    of that function (give or take a batch dimension): ``(function, call, argument)`` for each
+    call of the function elsewhere in the module, with what it passes for the parameter."""
+    a = ctx.analysis
+    func = a.enclosing_function(node)
+    if expr is None or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or a.loops.enclosing_loops(node):
+        return
+    params = [p.arg for p in func.args.posonlyargs + func.args.args]
+    param = _parameter_passed(ctx, func, params, expr)
+    if param is None:
+        return
+    for call in a.traced.calls_of(func):
+        if a.enclosing_function(call) is not func:
+            arg = _argument(call, params, param)
+            if arg is not None:
+                yield func, call, arg
 
 
 def _parameter_passed(ctx: RuleContext, func: ast.AST, params: list[str], expr: ast.AST) -> str | None:
