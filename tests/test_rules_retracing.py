@@ -272,6 +272,11 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
          "    if t % 500 == 0:\n        v = model.predict(s[None])", False),
         ("s = env.reset()\nbatch = []\nwhile True:\n    s, r, done, info = env.step(0)\n    batch.append(s)\n"
          "    if len(batch) >= 5 or done:\n        v = model.predict(s[None])\n        batch = []", False),
+        # at the end of an episode (done unpacked from the environment's step), not every step
+        ("s = env.reset()\nwhile True:\n    s, r, done, info = env.step(0)\n    if done:\n"
+         "        v = model.predict(s[None])\n        s = env.reset()", False),
+        ("s = env.reset()\nwhile True:\n    s, r, done, info = env.step(0)\n    if not done:\n"
+         "        v = model.predict(s[None])", True),
         # a warm-up guard is not periodic: once the memory is full it holds every step
         ("s = env.reset()\nwhile True:\n    s, r, done, info = env.step(0)\n    memory.append(s)\n"
          "    if len(memory) > 32:\n        v = model.predict(s[None])", True),

@@ -372,7 +372,7 @@ class LoopFacts:
                 new = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - names
                 if not new:
                     continue
-                if _uses(value, names) or any(_next_or_env_step(c) for c in ast.walk(value)):
+                if _uses(value, names) or any(gives_new_value(c) for c in ast.walk(value)):
                     names |= new
                     changed = True
         return names
@@ -392,7 +392,7 @@ class LoopFacts:
         if any(w in tokens or w + "s" in tokens for w in _RUN_WORDS):
             # a loop that steps an environment in its own body steps, whatever its target is
             # called (``for ep in range(100): ... env.step(action)``)
-            return not any(_next_or_env_step(n) and isinstance(n.func, ast.Attribute) for n in _own_iteration(loop))
+            return not any(gives_new_value(n) and isinstance(n.func, ast.Attribute) for n in _own_iteration(loop))
         it = loop.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "values", "keys"):
             return True
@@ -411,7 +411,7 @@ def _own_iteration(loop: LoopNode):
         stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, nested))
 
 
-def _next_or_env_step(node: ast.AST) -> bool:
+def gives_new_value(node: ast.AST) -> bool:
     """``next(it)``, or ``env.step(action)`` / ``self.train_env.step(action)`` (a receiver named
     like an environment, not ``inventory``): a call that gives a new value each time."""
     if not isinstance(node, ast.Call):

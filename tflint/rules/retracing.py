@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from tflint.analysis.astutil import walk_own
+from tflint.analysis.loops import gives_new_value
 from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
@@ -1642,8 +1643,10 @@ class PerBatchFit(Rule):
 
 def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
     """``node`` runs only every k-th iteration of ``loop``: under an ``if`` of the loop body
-    that tests ``step % k`` or the length of a list that the ``if`` empties again
-    (``if len(states) >= update_every: ...; states = []``, a PPO update)."""
+    that tests ``step % k``, the length of a list that the ``if`` empties again
+    (``if len(states) >= update_every: ...; states = []``, a PPO update), or the end of an
+    episode (``if done:``, ``done`` a flag the body unpacks from ``env.step(...)``)."""
+    ends = _episode_flags(loop)
     child = node
     for anc in a.ancestors(node):
         if anc is loop:
@@ -1651,6 +1654,11 @@ def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
         if isinstance(anc, ast.If) and child in anc.body:
             test = anc.test
             if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
+                return True
+            if ends and not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in ast.walk(test)) \
+                    and not any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.NotEq, ast.IsNot)) for o in n.ops)
+                                for n in ast.walk(test)) \
+                    and any(isinstance(n, ast.Name) and n.id in ends for n in ast.walk(test)):
                 return True
             measured = {n.args[0].id for n in ast.walk(test)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
@@ -1664,6 +1672,19 @@ def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
                     return True
         child = anc
     return False
+
+
+def _episode_flags(loop: ast.AST) -> set[str]:
+    """Names that ``loop``'s body unpacks from an environment's step after the observation and
+    the reward (``obs, reward, done, info = env.step(a)``: ``done``, ``info``)."""
+    out: set[str] = set()
+    for n in ast.walk(loop):
+        if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+                and gives_new_value(n.value)):
+            for t in n.targets:
+                if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) >= 3:
+                    out |= {e.id for e in t.elts[2:] if isinstance(e, ast.Name)}
+    return out
 
 
 def _calls_passing(ctx: RuleContext, node: ast.Call, expr: ast.AST | None):
