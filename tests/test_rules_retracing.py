@@ -272,6 +272,11 @@ KERAS = "import keras\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
          "    if t % 500 == 0:\n        v = model.predict(s[None])", False),
         ("s = env.reset()\nbatch = []\nwhile True:\n    s, r, done, info = env.step(0)\n    batch.append(s)\n"
          "    if len(batch) >= 5 or done:\n        v = model.predict(s[None])\n        batch = []", False),
+        # a replay loop that predicts each transition's targets and fits on the transition: it
+        # trains per sample, it is not a fold that trains and then evaluates
+        ("for s, a, r, s2, done in random.sample(memory, 32):\n    t = model.predict(s)\n"
+         "    model.fit(s, t, epochs=1, verbose=0)", True),
+        ("for fold in range(5):\n    model.fit(x[idx[fold]], y[idx[fold]])\n    model.evaluate(x_val[fold], y_val[fold])", False),
         # at the end of an episode (done unpacked from the environment's step), not every step
         ("s = env.reset()\nwhile True:\n    s, r, done, info = env.step(0)\n    if done:\n"
          "        v = model.predict(s[None])\n        s = env.reset()", False),

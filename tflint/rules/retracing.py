@@ -1116,12 +1116,18 @@ class PerBatchPredict(Rule):
     @staticmethod
     def _fits_same_model(ctx: RuleContext, loop: ast.AST, call: ast.Call) -> bool:
         """The loop body also calls ``fit`` on the model ``call`` predicts or evaluates with:
-        a model trained per iteration (a fold, a trial) is judged once per iteration."""
+        a model trained per iteration (a fold, a trial) is judged once per iteration. A ``fit``
+        on the iteration's own sample (a DQN replay loop that predicts the targets of each
+        transition and fits on it) trains per sample; it is no such loop."""
         model = ctx.segment(call.func.value)
+        fits = [n for stmt in loop.body for n in ast.walk(stmt)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
+                and ctx.segment(n.func.value) == model]
+        per_sample = PerBatchFit()
         return any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
-            and ctx.segment(n.func.value) == model
-            for stmt in loop.body for n in ast.walk(stmt)
+            (x := n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "x"), None)) is None
+            or per_sample._per_element(ctx, loop, x, 0) is None
+            for n in fits
         )
 
     # A loop of at most this many iterations (`ds.take(5)`, `range(3)`) is a look at a few
