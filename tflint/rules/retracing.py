@@ -1123,10 +1123,9 @@ class PerBatchPredict(Rule):
         fits = [n for stmt in loop.body for n in ast.walk(stmt)
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
                 and ctx.segment(n.func.value) == model]
-        per_sample = PerBatchFit()
         return any(
             (x := n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "x"), None)) is None
-            or per_sample._per_element(ctx, loop, x, 0) is None
+            or PerBatchFit._per_element(ctx, loop, x, 0) is None
             for n in fits
         )
 
@@ -1544,7 +1543,8 @@ class PerBatchFit(Rule):
             return "an element of the dataset"
         return "one batch or sample"
 
-    def _per_element(self, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
+    @classmethod
+    def _per_element(cls, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
         """How ``expr`` (``fit``'s input) is one batch or sample of ``loop``, as source text:
         a target of a loop over a dataset or a replay sample, a value drawn in the iteration
         (``next(it)``, an environment's observation), or a slice of an array by the loop index
@@ -1552,13 +1552,13 @@ class PerBatchFit(Rule):
         when it is not known to be."""
         a = ctx.analysis
         inner, wrapped = _strip_batch_dim(a, expr)
-        elements = self._element_targets(ctx, loop)
+        elements = cls._element_targets(ctx, loop)
         if isinstance(inner, ast.Name):
-            if inner.id in elements or inner.id in a.loops.fresh_names(loop) or self._replay_sample(ctx, loop, inner):
+            if inner.id in elements or inner.id in a.loops.fresh_names(loop) or cls._replay_sample(ctx, loop, inner):
                 return inner.id
             if depth < 3:
                 bound = a.loops.body_binding(loop, inner.id)
-                if bound is not None and self._per_element(ctx, loop, bound, depth + 1) is not None:
+                if bound is not None and cls._per_element(ctx, loop, bound, depth + 1) is not None:
                     return inner.id
             return None
         if isinstance(inner, ast.Subscript):
@@ -1566,7 +1566,7 @@ class PerBatchFit(Rule):
                 return ctx.segment(expr)  # `item[0]` of a dataset element
             index = set(a.loops.python_scalars(loop))
             sl = inner.slice
-            if isinstance(sl, ast.Name) and self._replay_sample(ctx, loop, sl):
+            if isinstance(sl, ast.Name) and cls._replay_sample(ctx, loop, sl):
                 return ctx.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
             if isinstance(sl, ast.Name) and sl.id not in index:
                 # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
@@ -1577,7 +1577,7 @@ class PerBatchFit(Rule):
                 return None
             if not any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(sl)):
                 return None
-            if isinstance(sl, ast.Slice) and self._chunk(ctx, loop, sl):
+            if isinstance(sl, ast.Slice) and cls._chunk(ctx, loop, sl):
                 return None
             if isinstance(sl, ast.Slice) or wrapped:
                 return ctx.segment(expr)
@@ -1587,20 +1587,21 @@ class PerBatchFit(Rule):
     # runs many steps on it, and its setup is a small share of the call.
     CHUNK_ROWS = 4096
 
-    def _chunk(self, ctx: RuleContext, loop: ast.AST, sl: ast.Slice) -> bool:
+    @classmethod
+    def _chunk(cls, ctx: RuleContext, loop: ast.AST, sl: ast.Slice) -> bool:
         """``x[i:i + 100000]``, or a slice by the index of ``range(0, n, 100000)``: more rows
         than ``CHUNK_ROWS`` per call."""
         a = ctx.analysis
         up = sl.upper
         if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add):
             width = number_value(a, up.right)
-            if type(width) is int and width > self.CHUNK_ROWS:
+            if type(width) is int and width > cls.CHUNK_ROWS:
                 return True
         it = getattr(loop, "iter", None)
         if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and len(it.args) == 3):
             step = number_value(a, it.args[2])
-            return type(step) is int and step > self.CHUNK_ROWS
+            return type(step) is int and step > cls.CHUNK_ROWS
         return False
 
     @staticmethod
