@@ -190,3 +190,50 @@ def test_tensorboard_loss_and_gradient_norms(profiled):
     for x, y in m["loss"]:
         assert scalars["tflint/loss"][int(x)] == pytest.approx(y, rel=1e-6)
     assert "tflint/grad_norm/sequential/dense" in scalars
+
+
+# On a machine with a GPU, Keras 3 compiles `fit`'s step with XLA by default (`jit_compile="auto"`
+# turns it on wherever a non-CPU device exists); the probes then run inside the XLA cluster. These
+# CPU runs compile the same fixtures with XLA explicitly.
+XLA_RUNS = {"nan_inf_fit.py": "nan-inf", "exploding_gradient_fit.py": "exploding-gradient",
+            "clean_fit.py": None}
+
+
+@pytest.fixture(scope="module")
+def profiled_xla(tmp_path_factory):
+    from tests.profile.conftest import FIXTURES, run_profile
+
+    out = tmp_path_factory.mktemp("profile-xla")
+    runs = {}
+
+    def get(name):
+        if name not in runs:
+            text = (FIXTURES / name).read_text(encoding="utf-8")
+            line = next(ln for ln in text.splitlines() if ln.startswith("model.compile("))
+            # one line changed in place: the fixture's expected lines still hold
+            script = out / name
+            script.write_text(text.replace(line, line[:-1] + ", jit_compile=True)\n"
+                                           "assert model.jit_compile is True"), encoding="utf-8")
+            runs[name] = run_profile(script, options=("--fail-on", "all"), json_path=out / f"{name}.json")
+        return runs[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(XLA_RUNS))
+def test_training_health_under_an_xla_compiled_fit(profiled_xla, name):
+    run = profiled_xla(name)
+    report = run.report
+    assert report["exit_code"] == 0, run.explain()
+    health = {k: v for k, v in report["metrics"]["hooks"].items() if k in ("nan-inf", "dead-parameter", "exploding-gradient",
+                                                                 "vanishing-gradient", "loss-stall", "loss-broadcast")}
+    assert len(health) == 6 and all(v["status"] == "ok" for v in health.values()), health
+    kind = XLA_RUNS[name]
+    assert [s["kind"] for s in run.signals()] == ([kind] if kind else []), [s["message"] for s in run.signals()]
+    if kind == "nan-inf":
+        s = run.signals(kind)[0]
+        assert s["details"]["op"] == "Log" and s["details"]["localised"]
+        assert s["location"]["line"] == _line(name, kind)
+    if kind is None:  # the clean run: its loss and gradient norms were read from the compiled step
+        assert len(report["metrics"]["loss"]) >= 2 and len(report["metrics"]["grad_norm"]["global"]) >= 2
+        assert run.returncode == 0
