@@ -125,6 +125,10 @@ class Analysis:
             return True
         return any(w in source for w in words)
 
+    def segment(self, node: ast.AST) -> str:
+        """The source text of ``node`` ("" when it has no position)."""
+        return ast.get_source_segment(self.source, node) or ""
+
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(node)
 

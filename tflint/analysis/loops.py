@@ -16,6 +16,12 @@ A loop that runs at most once is no loop for the rules: ``for x in ds.take(1)``,
 ``break``/``return``/``raise``. ``enclosing_loops`` leaves such loops out, and they are never
 training loops. ``iteration_bound(loop)`` is the literal number of iterations when the source
 states one (``range(10)``, ``ds.take(5)``, a literal list).
+
+What one iteration works on: ``element_of(loop, expr)`` tells whether ``expr`` is the loop's
+current batch or sample (an element of a dataset or of a replay memory, a value drawn in the
+iteration, a slice by the loop index, give or take a batch dimension), ``every_kth`` whether a
+node runs only every k-th iteration, and ``over_listed_items`` whether the loop visits a literal
+list of whole inputs. The rules about per-batch calls (``predict``, ``fit``) share these.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tflint.analysis.astutil import walk_own as walk_body
-from tflint.analysis.values import is_number_literal, number_constant
+from tflint.analysis.values import is_number_literal, number_constant, number_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from tflint.analysis import Analysis
@@ -400,6 +406,149 @@ class LoopFacts:
             isinstance(e, (ast.Name, ast.Attribute, ast.Tuple)) for e in it.elts
         )
 
+    # -- the current element: what one iteration of a loop works on ---------------------------
+    # A slice of more rows than this is a chunk of a large dataset loaded piece by piece: a call
+    # on it (``fit``) runs many steps, and its setup is a small share of the call.
+    CHUNK_ROWS = 4096
+
+    def element_of(self, loop: LoopNode, expr: ast.AST, depth: int = 0) -> str | None:
+        """How ``expr`` is one batch or sample of ``loop``, as source text: a target of a loop
+        over a dataset or a replay sample, a value drawn in the iteration (``next(it)``, an
+        environment's observation), or a slice of an array by the loop index (a bare ``x[i]``
+        counts only inside a wrapper that gives it a batch dimension); ``None`` when it is not
+        known to be."""
+        a = self.a
+        inner, wrapped = strip_batch_dim(a, expr)
+        elements = self.element_targets(loop)
+        if isinstance(inner, ast.Name):
+            if inner.id in elements or inner.id in self.fresh_names(loop) or self.replay_sample(loop, inner):
+                return inner.id
+            if depth < 3:
+                bound = self.body_binding(loop, inner.id)
+                if bound is not None and self.element_of(loop, bound, depth + 1) is not None:
+                    return inner.id
+            return None
+        if isinstance(inner, ast.Subscript):
+            if isinstance(inner.value, ast.Name) and inner.value.id in elements:
+                return a.segment(expr)  # `item[0]` of a dataset element
+            index = set(self.python_scalars(loop))
+            sl = inner.slice
+            if isinstance(sl, ast.Name) and self.replay_sample(loop, sl):
+                return a.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
+            if isinstance(sl, ast.Name) and sl.id not in index:
+                # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
+                bound = self.body_binding(loop, sl.id)
+                if (isinstance(bound, ast.Subscript) and isinstance(bound.slice, ast.Slice)
+                        and any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(bound.slice))):
+                    return a.segment(expr)
+                return None
+            if not any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(sl)):
+                return None
+            if isinstance(sl, ast.Slice) and self._chunk(loop, sl):
+                return None
+            if isinstance(sl, ast.Slice) or wrapped:
+                return a.segment(expr)
+        return None
+
+    def _chunk(self, loop: LoopNode, sl: ast.Slice) -> bool:
+        """``x[i:i + 100000]``, or a slice by the index of ``range(0, n, 100000)``: more rows
+        than ``CHUNK_ROWS`` per iteration."""
+        up = sl.upper
+        if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add):
+            width = number_value(self.a, up.right)
+            if type(width) is int and width > self.CHUNK_ROWS:
+                return True
+        it = getattr(loop, "iter", None)
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and len(it.args) == 3):
+            step = number_value(self.a, it.args[2])
+            return type(step) is int and step > self.CHUNK_ROWS
+        return False
+
+    def replay_sample(self, loop: LoopNode, expr: ast.AST) -> bool:
+        """``expr`` comes from a minibatch drawn from a replay memory in the loop body
+        (``batch = random.sample(self.memory, 32)``, ``idx = np.random.choice(len(buffer), 64)``),
+        through the body's assignments: one sampled batch per iteration."""
+
+        def values(name: str) -> list[ast.AST]:
+            bound = self.body_binding(loop, name)
+            return [] if bound is None else [bound]
+
+        return from_memory(self.a, expr, values)
+
+    def element_targets(self, loop: LoopNode) -> set[str]:
+        """Names bound by ``loop``'s target to one element of a batch or sample source: a
+        ``tf.data`` dataset, transitions of a replay memory (a target of three names or more,
+        ``for s, a, r, s2, done in memory``), or a ``random.sample`` of one."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return set()
+        a = self.a
+        it, target = loop.iter, loop.target
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
+                and it.args and isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            it, target = it.args[0], target.elts[1]
+        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if a.datasets.is_dataset(it) or (
+            isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in FLOW_METHODS
+        ):
+            return names  # a dataset's elements, or an ImageDataGenerator's batches
+        transitions = isinstance(target, ast.Tuple) and len(target.elts) >= 3
+        if transitions and any(w in a.segment(it).lower() for w in REPLAY_WORDS):
+            return names  # `for s, a, r, s2, done in replay_memory:` one transition at a time
+        sample = it
+        if isinstance(it, ast.Name):
+            scope = a.enclosing_function(loop) or a.tree
+            binds = a.traced.bindings(it.id, scope)
+            sample = binds[0] if len(binds) == 1 else None
+        if not (isinstance(sample, ast.Call) and a.call_name(sample) in ("random.sample", "random.choices") and sample.args):
+            return set()
+        pool = a.segment(sample.args[0]).lower()
+        return names if transitions or any(w in pool for w in REPLAY_WORDS) else set()
+
+    def every_kth(self, node: ast.AST, loop: LoopNode) -> bool:
+        """``node`` runs only every k-th iteration of ``loop``: under an ``if`` of the loop body
+        that tests ``step % k``, the length of a list that the ``if`` empties again
+        (``if len(states) >= update_every: ...; states = []``, a PPO update), or the end of an
+        episode (``if done:``, ``done`` a flag the body unpacks from ``env.step(...)``)."""
+        ends = _episode_flags(loop)
+        child = node
+        for anc in self.a.ancestors(node):
+            if anc is loop:
+                return False
+            if isinstance(anc, ast.If) and child in anc.body:
+                test = anc.test
+                if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
+                    return True
+                if ends and not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in ast.walk(test)) \
+                        and not any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.NotEq, ast.IsNot)) for o in n.ops)
+                                    for n in ast.walk(test)) \
+                        and any(isinstance(n, ast.Name) and n.id in ends for n in ast.walk(test)):
+                    return True
+                measured = {n.args[0].id for n in ast.walk(test)
+                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
+                            and n.args and isinstance(n.args[0], ast.Name)}
+                for n in (x for stmt in anc.body for x in ast.walk(stmt)):
+                    if (isinstance(n, ast.Assign) and isinstance(n.value, ast.List) and not n.value.elts
+                            and any(isinstance(t, ast.Name) and t.id in measured for t in n.targets)):
+                        return True
+                    if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear"
+                            and isinstance(n.func.value, ast.Name) and n.func.value.id in measured):
+                        return True
+            child = anc
+        return False
+
+    @staticmethod
+    def over_listed_items(loop: LoopNode) -> bool:
+        """``for data in [x, x_flipped]:`` (or ``enumerate``/``zip`` of such lists): the source
+        lists each item the loop visits, a whole input each (the training and the test split, an
+        image and its mirror), not the batches of one."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        it = loop.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:
+            return all(isinstance(x, (ast.List, ast.Tuple)) for x in (it.args if it.func.id == "zip" else it.args[:1]))
+        return isinstance(it, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in it.elts)
+
 
 def _own_iteration(loop: LoopNode):
     """The nodes of ``loop``'s body outside its nested loops and functions."""
@@ -472,3 +621,79 @@ def _scalar_expr(expr: ast.AST, scalars: dict[str, str], a: "Analysis") -> bool:
 
 def _uses(expr: ast.AST, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+
+# -- samples: a batch dimension, a replay memory ------------------------------------------------
+# wrappers that only give one sample a batch dimension (or convert it): the data is still the
+# loop's sample
+BATCH_DIM_CALLS = frozenset(
+    {
+        "numpy.expand_dims", "numpy.reshape", "numpy.array", "numpy.asarray", "numpy.atleast_2d",
+        "tensorflow.expand_dims", "tensorflow.reshape", "tensorflow.convert_to_tensor", "tensorflow.constant",
+    }
+)
+REPLAY_WORDS = ("memory", "buffer", "replay", "experience")
+FLOW_METHODS = frozenset({"flow", "flow_from_directory", "flow_from_dataframe"})
+SAMPLERS = frozenset({"random.sample", "random.choices", "numpy.random.choice", "numpy.random.randint"})
+
+
+def _episode_flags(loop: LoopNode) -> set[str]:
+    """Names that ``loop``'s body unpacks from an environment's step after the observation and
+    the reward (``obs, reward, done, info = env.step(a)``: ``done``, ``info``)."""
+    out: set[str] = set()
+    for n in ast.walk(loop):
+        if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+                and gives_new_value(n.value)):
+            for t in n.targets:
+                if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) >= 3:
+                    out |= {e.id for e in t.elts[2:] if isinstance(e, ast.Name)}
+    return out
+
+
+def draws_from_memory(a: "Analysis", call: ast.Call) -> bool:
+    """``random.sample(self.memory, 32)``, ``np.random.choice(len(buffer), 64)`` or a replay
+    buffer's own ``self.buffer.sample(32)``: a minibatch drawn from a replay memory."""
+    if a.call_name(call) in SAMPLERS and call.args:
+        return any(w in a.segment(call.args[0]).lower() for w in REPLAY_WORDS)
+    f = call.func
+    return (isinstance(f, ast.Attribute) and f.attr in ("sample", "sample_batch")
+            and any(w in a.segment(f.value).lower() for w in REPLAY_WORDS))
+
+
+def from_memory(a: "Analysis", expr: ast.AST, values, depth: int = 0) -> bool:
+    """``expr`` contains a draw from a replay memory, directly or through the values that
+    ``values(name)`` gives for the names it reads (at most four steps back)."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and draws_from_memory(a, n):
+            return True
+        if isinstance(n, ast.Name) and depth < 4:
+            if any(v is not expr and from_memory(a, v, values, depth + 1) for v in values(n.id)):
+                return True
+    return False
+
+
+def strip_batch_dim(a: "Analysis", expr: ast.AST) -> tuple[ast.AST, bool]:
+    """``np.expand_dims(x[i], 0)``, ``x[i].reshape(1, -1)``, ``np.array([x[i]])``,
+    ``x[i][None]`` → (``x[i]``, True); anything else → (itself, False)."""
+    wrapped = False
+    for _ in range(4):
+        if isinstance(expr, ast.Call) and expr.args and a.call_name(expr) in BATCH_DIM_CALLS:
+            expr = expr.args[0]
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "reshape":
+            expr = expr.func.value
+        elif isinstance(expr, (ast.List, ast.Tuple)) and len(expr.elts) == 1:
+            expr = expr.elts[0]
+        elif isinstance(expr, ast.Subscript) and _adds_axis(expr.slice):
+            expr = expr.value
+        else:
+            break
+        wrapped = True
+    return expr, wrapped
+
+
+def _adds_axis(sl: ast.AST) -> bool:
+    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    return any(
+        (isinstance(p, ast.Constant) and p.value is None) or (isinstance(p, ast.Attribute) and p.attr == "newaxis")
+        for p in parts
+    )

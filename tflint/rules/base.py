@@ -93,7 +93,7 @@ class RuleContext:
         return Edit(line, col, line, col, content)
 
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.source, node) or ""
+        return self.analysis.segment(node)
 
 
 class Rule:

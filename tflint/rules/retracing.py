@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from tflint.analysis.astutil import walk_own
-from tflint.analysis.loops import gives_new_value
+from tflint.analysis.loops import from_memory, strip_batch_dim
 from tflint.analysis.values import is_number_literal, number_constant, number_value
 from tflint.finding import Edit, Fix, Severity
 from tflint.rules._fixes import end_of, replace_span, start_of, tensorflow_alias, text_lines, wrap
@@ -1086,7 +1086,7 @@ class PerBatchPredict(Rule):
         of a long loop whatever it reads; ``None`` when there is no such loop."""
         a = ctx.analysis
         for loop in a.loops.enclosing_loops(call):
-            if a.loops.is_over_runs(loop) or _over_listed_items(loop):
+            if a.loops.is_over_runs(loop) or a.loops.over_listed_items(loop):
                 continue
             bound = a.loops.iteration_bound(loop)
             if bound is not None and bound <= self.FEW_ITERATIONS:
@@ -1096,7 +1096,7 @@ class PerBatchPredict(Rule):
             varying = a.loops.varying_names(loop)
             used = sorted({n.id for d in data for n in ast.walk(d) if isinstance(n, ast.Name) and n.id in varying})
             if used:
-                return None if _every_kth(call, loop, a) else (loop, used[0])
+                return None if a.loops.every_kth(call, loop) else (loop, used[0])
             if call is predict and predict.func.attr == "predict" and self._long_loop(ctx, loop, predict) is not None:
                 return loop, None
         return None
@@ -1125,7 +1125,7 @@ class PerBatchPredict(Rule):
                 and ctx.segment(n.func.value) == model]
         return any(
             (x := n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "x"), None)) is None
-            or PerBatchFit._per_element(ctx, loop, x, 0) is None
+            or ctx.analysis.loops.element_of(loop, x) is None
             for n in fits
         )
 
@@ -1172,19 +1172,8 @@ class PerBatchPredict(Rule):
         return q.startswith(("keras.", "tensorflow."))
 
 
-# wrappers that only give one sample a batch dimension (or convert it): the data is still the
-# loop's sample
-_BATCH_DIM_CALLS = frozenset(
-    {
-        "numpy.expand_dims", "numpy.reshape", "numpy.array", "numpy.asarray", "numpy.atleast_2d",
-        "tensorflow.expand_dims", "tensorflow.reshape", "tensorflow.convert_to_tensor", "tensorflow.constant",
-    }
-)
 # keywords of a one-batch `fit` that `train_on_batch` does not need
 _FIT_LOOP_ONLY_KEYWORDS = frozenset({"verbose", "batch_size", "shuffle"})
-_REPLAY_WORDS = ("memory", "buffer", "replay", "experience")
-_FLOW_METHODS = frozenset({"flow", "flow_from_directory", "flow_from_dataframe"})
-_SAMPLERS = frozenset({"random.sample", "random.choices", "numpy.random.choice", "numpy.random.randint"})
 
 
 def _train_on_batch_fix(ctx: RuleContext, call: ast.Call) -> Fix | None:
@@ -1470,13 +1459,13 @@ class PerBatchFit(Rule):
         a = ctx.analysis
         long_loop = False
         for loop in a.loops.enclosing_loops(call):
-            if a.loops.is_over_runs(loop) or _over_listed_items(loop) or self._rebinds(ctx, loop, obj):
+            if a.loops.is_over_runs(loop) or a.loops.over_listed_items(loop) or self._rebinds(ctx, loop, obj):
                 return None
             bound = a.loops.iteration_bound(loop)
             if bound is not None and bound <= PerBatchPredict.FEW_ITERATIONS:
                 break
             long_loop = True
-            what = self._per_element(ctx, loop, x, 0)
+            what = a.loops.element_of(loop, x)
             if what is not None:
                 return f"`{what}`, {self._kind(ctx, loop)} of the loop on line {loop.lineno}", True
         if long_loop:
@@ -1492,7 +1481,7 @@ class PerBatchFit(Rule):
         func = a.enclosing_function(call)
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
-        inner, _ = _strip_batch_dim(a, x)
+        inner, _ = strip_batch_dim(a, x)
         if not self._drawn_in(ctx, func, inner):
             return None
         for caller in a.traced.calls_of(func):
@@ -1524,7 +1513,7 @@ class PerBatchFit(Rule):
         function's assignments (``states = np.array([t[0] for t in minibatch])``) and what it
         fills in (``states[i] = minibatch[i][0]``, ``states.append(s)``)."""
         traced = ctx.analysis.traced
-        return _from_memory(ctx, expr, lambda name: [*traced.bindings(name, func), *traced.fills(name, func)])
+        return from_memory(ctx.analysis, expr, lambda name: [*traced.bindings(name, func), *traced.fills(name, func)])
 
     @staticmethod
     def _rebinds(ctx: RuleContext, loop: ast.AST, model: str) -> bool:
@@ -1543,155 +1532,6 @@ class PerBatchFit(Rule):
             return "an element of the dataset"
         return "one batch or sample"
 
-    @classmethod
-    def _per_element(cls, ctx: RuleContext, loop: ast.AST, expr: ast.AST, depth: int) -> str | None:
-        """How ``expr`` (``fit``'s input) is one batch or sample of ``loop``, as source text:
-        a target of a loop over a dataset or a replay sample, a value drawn in the iteration
-        (``next(it)``, an environment's observation), or a slice of an array by the loop index
-        (a bare ``x[i]`` counts only inside a wrapper that gives it a batch dimension); ``None``
-        when it is not known to be."""
-        a = ctx.analysis
-        inner, wrapped = _strip_batch_dim(a, expr)
-        elements = cls._element_targets(ctx, loop)
-        if isinstance(inner, ast.Name):
-            if inner.id in elements or inner.id in a.loops.fresh_names(loop) or cls._replay_sample(ctx, loop, inner):
-                return inner.id
-            if depth < 3:
-                bound = a.loops.body_binding(loop, inner.id)
-                if bound is not None and cls._per_element(ctx, loop, bound, depth + 1) is not None:
-                    return inner.id
-            return None
-        if isinstance(inner, ast.Subscript):
-            if isinstance(inner.value, ast.Name) and inner.value.id in elements:
-                return ctx.segment(expr)  # `item[0]` of a dataset element
-            index = set(a.loops.python_scalars(loop))
-            sl = inner.slice
-            if isinstance(sl, ast.Name) and cls._replay_sample(ctx, loop, sl):
-                return ctx.segment(expr)  # `x[idx]`, `idx` a minibatch of a replay memory's indices
-            if isinstance(sl, ast.Name) and sl.id not in index:
-                # `b = perm[i * 32:(i + 1) * 32]` in the body, then `x[b]`: a batch of indices
-                bound = a.loops.body_binding(loop, sl.id)
-                if (isinstance(bound, ast.Subscript) and isinstance(bound.slice, ast.Slice)
-                        and any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(bound.slice))):
-                    return ctx.segment(expr)
-                return None
-            if not any(isinstance(n, ast.Name) and n.id in index for n in ast.walk(sl)):
-                return None
-            if isinstance(sl, ast.Slice) and cls._chunk(ctx, loop, sl):
-                return None
-            if isinstance(sl, ast.Slice) or wrapped:
-                return ctx.segment(expr)
-        return None
-
-    # A slice of more rows than this is a chunk of a large dataset loaded piece by piece: `fit`
-    # runs many steps on it, and its setup is a small share of the call.
-    CHUNK_ROWS = 4096
-
-    @classmethod
-    def _chunk(cls, ctx: RuleContext, loop: ast.AST, sl: ast.Slice) -> bool:
-        """``x[i:i + 100000]``, or a slice by the index of ``range(0, n, 100000)``: more rows
-        than ``CHUNK_ROWS`` per call."""
-        a = ctx.analysis
-        up = sl.upper
-        if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add):
-            width = number_value(a, up.right)
-            if type(width) is int and width > cls.CHUNK_ROWS:
-                return True
-        it = getattr(loop, "iter", None)
-        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-                and len(it.args) == 3):
-            step = number_value(a, it.args[2])
-            return type(step) is int and step > cls.CHUNK_ROWS
-        return False
-
-    @staticmethod
-    def _replay_sample(ctx: RuleContext, loop: ast.AST, expr: ast.AST) -> bool:
-        """``expr`` comes from a minibatch drawn from a replay memory in the loop body
-        (``batch = random.sample(self.memory, 32)``, ``idx = np.random.choice(len(buffer), 64)``),
-        through the body's assignments: one sampled batch per iteration."""
-        loops = ctx.analysis.loops
-
-        def values(name: str) -> list[ast.AST]:
-            bound = loops.body_binding(loop, name)
-            return [] if bound is None else [bound]
-
-        return _from_memory(ctx, expr, values)
-
-    @staticmethod
-    def _element_targets(ctx: RuleContext, loop: ast.AST) -> set[str]:
-        """Names bound by ``loop``'s target to one element of a batch or sample source: a
-        ``tf.data`` dataset, transitions of a replay memory (a target of three names or more,
-        ``for s, a, r, s2, done in memory``), or a ``random.sample`` of one."""
-        if not isinstance(loop, (ast.For, ast.AsyncFor)):
-            return set()
-        a = ctx.analysis
-        it, target = loop.iter, loop.target
-        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
-                and it.args and isinstance(target, ast.Tuple) and len(target.elts) == 2):
-            it, target = it.args[0], target.elts[1]
-        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-        if a.datasets.is_dataset(it) or (
-            isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in _FLOW_METHODS
-        ):
-            return names  # a dataset's elements, or an ImageDataGenerator's batches
-        transitions = isinstance(target, ast.Tuple) and len(target.elts) >= 3
-        if transitions and any(w in ctx.segment(it).lower() for w in _REPLAY_WORDS):
-            return names  # `for s, a, r, s2, done in replay_memory:` one transition at a time
-        sample = it
-        if isinstance(it, ast.Name):
-            scope = a.enclosing_function(loop) or a.tree
-            binds = a.traced.bindings(it.id, scope)
-            sample = binds[0] if len(binds) == 1 else None
-        if not (isinstance(sample, ast.Call) and a.call_name(sample) in ("random.sample", "random.choices") and sample.args):
-            return set()
-        pool = ctx.segment(sample.args[0]).lower()
-        return names if transitions or any(w in pool for w in _REPLAY_WORDS) else set()
-
-
-def _every_kth(node: ast.AST, loop: ast.AST, a) -> bool:
-    """``node`` runs only every k-th iteration of ``loop``: under an ``if`` of the loop body
-    that tests ``step % k``, the length of a list that the ``if`` empties again
-    (``if len(states) >= update_every: ...; states = []``, a PPO update), or the end of an
-    episode (``if done:``, ``done`` a flag the body unpacks from ``env.step(...)``)."""
-    ends = _episode_flags(loop)
-    child = node
-    for anc in a.ancestors(node):
-        if anc is loop:
-            return False
-        if isinstance(anc, ast.If) and child in anc.body:
-            test = anc.test
-            if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
-                return True
-            if ends and not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in ast.walk(test)) \
-                    and not any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.NotEq, ast.IsNot)) for o in n.ops)
-                                for n in ast.walk(test)) \
-                    and any(isinstance(n, ast.Name) and n.id in ends for n in ast.walk(test)):
-                return True
-            measured = {n.args[0].id for n in ast.walk(test)
-                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
-                        and n.args and isinstance(n.args[0], ast.Name)}
-            for n in (x for stmt in anc.body for x in ast.walk(stmt)):
-                if (isinstance(n, ast.Assign) and isinstance(n.value, ast.List) and not n.value.elts
-                        and any(isinstance(t, ast.Name) and t.id in measured for t in n.targets)):
-                    return True
-                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "clear"
-                        and isinstance(n.func.value, ast.Name) and n.func.value.id in measured):
-                    return True
-        child = anc
-    return False
-
-
-def _episode_flags(loop: ast.AST) -> set[str]:
-    """Names that ``loop``'s body unpacks from an environment's step after the observation and
-    the reward (``obs, reward, done, info = env.step(a)``: ``done``, ``info``)."""
-    out: set[str] = set()
-    for n in ast.walk(loop):
-        if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-                and gives_new_value(n.value)):
-            for t in n.targets:
-                if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) >= 3:
-                    out |= {e.id for e in t.elts[2:] if isinstance(e, ast.Name)}
-    return out
 
 
 def _calls_passing(ctx: RuleContext, node: ast.Call, expr: ast.AST | None):
@@ -1719,13 +1559,13 @@ def _parameter_passed(ctx: RuleContext, func: ast.AST, params: list[str], expr: 
     binds only to such wrappings of it (``state = np.reshape(state, [1, n])``); else ``None``."""
     a = ctx.analysis
     for _ in range(3):
-        inner, _wrapped = _strip_batch_dim(a, expr)
+        inner, _wrapped = strip_batch_dim(a, expr)
         if not isinstance(inner, ast.Name):
             return None
         binds = a.traced.bindings(inner.id, func)
         if inner.id in params:
             def rewraps(value: ast.AST, name: str = inner.id) -> bool:
-                core = _strip_batch_dim(a, value)[0]
+                core = strip_batch_dim(a, value)[0]
                 return isinstance(core, ast.Name) and core.id == name
 
             ok = all(rewraps(b) for b in binds) and _binds_only_by_assignment(func, inner.id, len(binds))
@@ -1760,64 +1600,3 @@ def _argument(call: ast.Call, params: list[str], name: str) -> ast.AST | None:
     bound = isinstance(call.func, ast.Attribute) and params[:1] == ["self"]
     index = params.index(name) - (1 if bound else 0)
     return call.args[index] if 0 <= index < len(call.args) else None
-
-
-def _draws_from_memory(ctx: RuleContext, call: ast.Call) -> bool:
-    """``random.sample(self.memory, 32)``, ``np.random.choice(len(buffer), 64)`` or a replay
-    buffer's own ``self.buffer.sample(32)``: a minibatch drawn from a replay memory."""
-    if ctx.analysis.call_name(call) in _SAMPLERS and call.args:
-        return any(w in ctx.segment(call.args[0]).lower() for w in _REPLAY_WORDS)
-    f = call.func
-    return (isinstance(f, ast.Attribute) and f.attr in ("sample", "sample_batch")
-            and any(w in ctx.segment(f.value).lower() for w in _REPLAY_WORDS))
-
-
-def _from_memory(ctx: RuleContext, expr: ast.AST, values, depth: int = 0) -> bool:
-    """``expr`` contains a draw from a replay memory, directly or through the values that
-    ``values(name)`` gives for the names it reads (at most four steps back)."""
-    for n in ast.walk(expr):
-        if isinstance(n, ast.Call) and _draws_from_memory(ctx, n):
-            return True
-        if isinstance(n, ast.Name) and depth < 4:
-            if any(v is not expr and _from_memory(ctx, v, values, depth + 1) for v in values(n.id)):
-                return True
-    return False
-
-
-def _strip_batch_dim(a, expr: ast.AST) -> tuple[ast.AST, bool]:
-    """``np.expand_dims(x[i], 0)``, ``x[i].reshape(1, -1)``, ``np.array([x[i]])``,
-    ``x[i][None]`` → (``x[i]``, True); anything else → (itself, False)."""
-    wrapped = False
-    for _ in range(4):
-        if isinstance(expr, ast.Call) and expr.args and a.call_name(expr) in _BATCH_DIM_CALLS:
-            expr = expr.args[0]
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "reshape":
-            expr = expr.func.value
-        elif isinstance(expr, (ast.List, ast.Tuple)) and len(expr.elts) == 1:
-            expr = expr.elts[0]
-        elif isinstance(expr, ast.Subscript) and _adds_axis(expr.slice):
-            expr = expr.value
-        else:
-            break
-        wrapped = True
-    return expr, wrapped
-
-
-def _adds_axis(sl: ast.AST) -> bool:
-    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-    return any(
-        (isinstance(p, ast.Constant) and p.value is None) or (isinstance(p, ast.Attribute) and p.attr == "newaxis")
-        for p in parts
-    )
-
-
-def _over_listed_items(loop: ast.AST) -> bool:
-    """``for data in [x, x_flipped]:`` (or ``enumerate``/``zip`` of such lists): the source
-    lists each item the loop visits, a whole input each (the training and the test split, an
-    image and its mirror), not the batches of one."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return False
-    it = loop.iter
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:
-        return all(isinstance(x, (ast.List, ast.Tuple)) for x in (it.args if it.func.id == "zip" else it.args[:1]))
-    return isinstance(it, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in it.elts)
