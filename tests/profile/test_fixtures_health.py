@@ -97,13 +97,22 @@ def test_gradient_always_zero_names_the_variable(profiled):
 
 
 def test_one_unit_softmax_stall_and_dead_parameters(profiled):
+    """The stall and its cause hold on every CPU; the gradients are exactly zero only where the
+    softmax gives exactly 1.0 (see the fixture): then, and only then, every gradient is reported
+    zero and the four weights dead."""
     run = profiled("loss_stall_fit.py")
     stall = _only(run, "loss-stall")
     kinds = {c["kind"] for c in stall["details"]["causes"]}
-    assert "one-unit-softmax" in kinds and "all-zero" in kinds
+    assert "one-unit-softmax" in kinds
     assert stall["details"]["relative_change"] < 0.01
-    dead = _only(run, "dead-parameter")
-    assert dead["details"]["reason"] == "gradient-zero" and len(dead["details"]["variables"]) == 4
+    norms = [v for _, v in run.report["metrics"]["grad_norm"]["global"]]
+    assert norms and max(norms) < 1e-5, norms[:5]  # zero, or the softmax's rounding error
+    if max(norms) == 0:
+        assert "all-zero" in kinds
+        dead = _only(run, "dead-parameter")
+        assert dead["details"]["reason"] == "gradient-zero" and len(dead["details"]["variables"]) == 4
+    else:
+        assert "all-zero" not in kinds and not run.signals("dead-parameter")
 
 
 def test_tiny_learning_rate_stall(profiled):

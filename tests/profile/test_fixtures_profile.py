@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.profile.conftest import FIXTURES, expected_signals
+from tests.profile.conftest import FIXTURES, PROFILE_MAY_RE, expected_signals
 from tflint.profiler.report import SIGNAL_KINDS
 
 KiB = 1024
@@ -68,9 +68,13 @@ def test_signal_fixture_reports_its_signal_at_its_line(profiled, name):
     run = profiled(name)
     assert run.returncode in (0, 3), run.explain()
     want = expected_signals(name)
+    may = expected_signals(name, PROFILE_MAY_RE)
     signals = run.signals()
-    assert {s["kind"] for s in signals} == set(want), [(s["kind"], s["message"][:200]) for s in signals]
-    for kind, lines in want.items():
+    found = {s["kind"] for s in signals}
+    assert set(want) <= found <= set(want) | set(may), [(s["kind"], s["message"][:200]) for s in signals]
+    for kind, lines in {**may, **want}.items():
+        if kind not in found:
+            continue
         located = {
             s["location"]["line"]
             for s in signals
