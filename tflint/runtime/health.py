@@ -16,7 +16,9 @@ by the session's step tick (``on_step``). What it costs:
   labels are seen (less the sum of the labels when they are a tracked input). No
   ``SelectV2``: on CPU one costs about as much as the rest of the probe. Gradients of more than
   ``COND_MIN_ELEMENTS`` elements in all get their norms only every ``LARGE_SAMPLE_EVERY``-th
-  step, under a lowered cond (a pass over them is memory-bound).
+  step (a pass over them is memory-bound), their whole update under a lowered cond, and the
+  loss's part is packed and latched on its own, so that it runs during the backward pass and
+  only the cond's Switches wait for the last gradient.
   The state vector is read every ``SAMPLE_EVERY`` steps (after ``DENSE_READ_STEPS`` steps, at
   most every ``READ_INTERVAL_S``): the series get the mean loss and the
   mean squared norms since the last read, so they do not alias with the order of the batches;
@@ -45,11 +47,13 @@ SAMPLE_EVERY = 8
 # 0.1 s ~0.2% of any run)
 DENSE_READ_STEPS = 512
 READ_INTERVAL_S = 0.2
-# gradients this large (1 MB of float32) get their norms and finiteness sampled every
-# LARGE_SAMPLE_EVERY steps, not computed every step: a pass over them is
-# memory-bound, ~0.4 ns per element on a CPU, which is ~10% of a dense layer's step at batch 64
-# (~1% of the run when taken every 8th step, ~0.3% every 32nd)
-COND_MIN_ELEMENTS = 1 << 18
+# gradients this large (512 KB of float32) get their norms and finiteness sampled every
+# LARGE_SAMPLE_EVERY steps, not computed every step: a pass over them is memory-bound, ~0.4 ns
+# per element on a CPU, and it ends the step (it waits for the last gradient). Measured on
+# Keras `fit` steps of 2.5-4.5 ms with 6 traces per arm in one process: at 186k elements the
+# sampled probe adds ~140 µs per step against ~210 µs for norms on every step; at 82k elements
+# the two cost the same (~115 µs)
+COND_MIN_ELEMENTS = 1 << 17
 LARGE_SAMPLE_EVERY = 32
 MAX_PROBES_READ = 8
 STALE_READ_S = 1.0
@@ -397,7 +401,6 @@ class HealthMonitor(Hook):
         a tracked input that is the labels is not summed, its range says whether it is finite."""
         tf = self._tf
         from tensorflow.python.framework import ops
-        from tensorflow.python.ops import gen_resource_variable_ops as rv
 
         targets = [t for t in _flat(target) if _is_float_tensor(t)]
         pairs = [(s, g) for s, g in zip(sources, grads)
@@ -432,7 +435,7 @@ class HealthMonitor(Hook):
             never = tf.fill([size - nacc - 1], tf.constant(math.inf, tf.float64))
             init = tf.concat([tf.zeros([nacc + 1], tf.float64), never], 0)
             probe.status = Cell(tf, init)
-        f32, f64 = tf.float32, tf.float64
+        f32 = tf.float32
         scratch_add, first0, label0, scratch_min = nacc, nacc + 1, nacc + 1 + nt, size - 1
         # a tracked input that is the labels themselves gets its finiteness from the label range
         # (reduce_min and reduce_max propagate NaN): no sum of its own
@@ -478,30 +481,47 @@ class HealthMonitor(Hook):
             add_idx += [2] + list(range(3, 3 + nv))
             first_idx += [scratch_min] + [first0 + 1 + i for i in range(nv)]
 
-            if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
-                # large gradients: the norms only every LARGE_SAMPLE_EVERY-th step (a lowered cond:
-                # a Switch per gradient on the other steps), with the norm count (1 or 0). The label
-                # range stays on every step: labels that repeat with the batch order would look
-                # constant on sampled steps alone
-                probe.sample_every = LARGE_SAMPLE_EVERY
-                sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
-                norms = tf.cond(sample, lambda: tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
-                                lambda: tf.zeros([nv + 1], f32))
-                vals = tf.concat([tf.stack(scal), norms], 0)
-            else:
-                vals = tf.stack(scal + [tf.constant(1.0, f32)] + [l2(g) for g in gvals])
-            vals64 = tf.cast(vals, f64)
-            # the step where a value is not finite, step / 0 = +inf (never) where it is
-            latch = step / tf.cast(tf.logical_not(tf.math.is_finite(vals)), f64)
-            rv.resource_scatter_add(probe.status.handle, tf.constant(add_idx, tf.int32), vals64)
-            if labels is None:
-                rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
-            else:  # the label minimum and minus the maximum are kept as minimums by the same op
+            n_scal = len(scal)
+            lab_idx = None
+            if labels is not None:  # the label minimum and minus the maximum are kept as minimums
                 lab_idx = [scratch_min] * len(add_idx)
                 lab_idx[lab_at], lab_idx[lab_at + 1] = label0, label0 + 1
-                rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx + lab_idx, tf.int32),
-                                        tf.concat([latch, vals64], 0))
+            if nv and _num_elements(gvals) >= COND_MIN_ELEMENTS:
+                # large gradients: the norms (and their count, and their finiteness) only every
+                # LARGE_SAMPLE_EVERY-th step, under a lowered cond that holds their whole update: on
+                # the other steps nothing of the probe waits for the last gradient but the cond's
+                # Switches. The forward values are packed and latched on their own, every step,
+                # while the backward pass runs. The label range stays on every step: labels that
+                # repeat with the batch order would look constant on sampled steps alone
+                probe.sample_every = LARGE_SAMPLE_EVERY
+                self._accumulate(probe, step, tf.stack(scal), add_idx[:n_scal], first_idx[:n_scal],
+                                 None if lab_idx is None else lab_idx[:n_scal])
+                sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
+                tf.cond(sample,
+                        lambda: self._accumulate(probe, step, tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
+                                                 add_idx[n_scal:], first_idx[n_scal:]),
+                        tf.no_op)
+            else:  # one pack, one latch: fewer ops than two, and the norms are on every step anyway
+                self._accumulate(probe, step, tf.stack(scal + [tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
+                                 add_idx, first_idx, lab_idx)
         self.probes.append(probe)
+
+    def _accumulate(self, probe: Probe, step: Any, vals: Any, add_idx: list[int], first_idx: list[int],
+                    lab_idx: list[int] | None = None) -> Any:
+        """Adds ``vals`` into the sums at ``add_idx`` and latches, at ``first_idx``, the step where
+        each is not finite; with ``lab_idx``, also keeps the values there as minimums (the label
+        range)."""
+        tf = self._tf
+        from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+        f64 = tf.float64
+        vals64 = tf.cast(vals, f64)
+        latch = step / tf.cast(tf.logical_not(tf.math.is_finite(vals)), f64)
+        rv.resource_scatter_add(probe.status.handle, tf.constant(add_idx, tf.int32), vals64)
+        if lab_idx is None:
+            return rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx, tf.int32), latch)
+        return rv.resource_scatter_min(probe.status.handle, tf.constant(first_idx + lab_idx, tf.int32),
+                                       tf.concat([latch, vals64], 0))
 
     def _graph_step(self, graph: Any) -> Any:
         """The step number in ``graph``: the shared counter, incremented once per run of the graph
