@@ -398,7 +398,9 @@ class HealthMonitor(Hook):
         small ops for ``V`` gradients and ``R`` tracked tensors. The labels' minimum and minus
         their maximum, when seen, join the pack and are kept as minimums by the same
         ``ResourceScatterMin`` (its updates are the latch and the packed values), four ops more;
-        a tracked input that is the labels is not summed, its range says whether it is finite."""
+        a tracked input that is the labels is not summed, its range says whether it is finite.
+        Large gradients (sampled every ``LARGE_SAMPLE_EVERY`` steps) get a pack, a latch and
+        two scatters of their own, inside the cond."""
         tf = self._tf
         from tensorflow.python.framework import ops
 
@@ -490,9 +492,11 @@ class HealthMonitor(Hook):
                 # large gradients: the norms (and their count, and their finiteness) only every
                 # LARGE_SAMPLE_EVERY-th step, under a lowered cond that holds their whole update: on
                 # the other steps nothing of the probe waits for the last gradient but the cond's
-                # Switches. The forward values are packed and latched on their own, every step,
-                # while the backward pass runs. The label range stays on every step: labels that
-                # repeat with the batch order would look constant on sampled steps alone
+                # Switches. The loss, the tracked tensors and the label range are packed and latched
+                # on their own, every step, mostly while the backward pass runs (a tracked tensor of
+                # the backward pass waits for its own op only). The label range stays on every
+                # step: labels that repeat with the batch order would look constant on sampled
+                # steps alone
                 probe.sample_every = LARGE_SAMPLE_EVERY
                 self._accumulate(probe, step, tf.stack(scal), add_idx[:n_scal], first_idx[:n_scal],
                                  None if lab_idx is None else lab_idx[:n_scal])
