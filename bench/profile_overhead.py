@@ -279,6 +279,17 @@ def calibration_window(kind: str, nominal_ms: int) -> tuple[float, float]:
     return 0.8, 1.2
 
 
+def window_note(kind: str, nominal_ms: int, step_s: float) -> str:
+    """"" when ``step_s`` (a row's hooks-off step) lies in the row's calibration window; else a
+    note naming the step and the window: a row measured at 4 ms is no verdict on a target for
+    steps >= 5 ms (the machine can change speed between calibration and measurement)."""
+    lo, hi = (f * nominal_ms for f in calibration_window(kind, nominal_ms))
+    ms = step_s * 1e3
+    if lo <= ms <= hi:
+        return ""
+    return f" (measured at {ms:.2f} ms, outside the {lo:g}-{hi:g} ms window of this row)"
+
+
 def calibrate(tf: Any, kind: str, target_s: float, session: Any,
               window: tuple[float, float] = (0.8, 1.2)) -> tuple[Workload, float]:
     """A workload whose step takes ``window`` times ``target_s`` (hooks off), by scaling the
@@ -598,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
                     r["meets_target"] = r["ratio_median"] <= target
                     lo, hi = r["ratio_ci95"]
                     noise = " (target inside the 95% CI)" if lo <= target <= hi else ""
+                    outside = window_note(kind, ms, r["step_s_off"])
+                    r["step_in_window"] = not outside
+                    noise += outside
                     print(f"{kind:8} {ms:>3}ms {shape:>9} {r['step_s_off'] * 1e3:>8.3f}ms "
                           f"{r['step_s_on'] * 1e3:>8.3f}ms {r['ratio_median']:>7.3f} "
                           f"{r['ratio_q25']:>7.3f}-{r['ratio_q75']:<7.3f} {r['stepwise_ratio_median']:>8.3f} "

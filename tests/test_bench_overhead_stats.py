@@ -61,3 +61,10 @@ def test_the_5ms_graph_and_fit_rows_are_calibrated_to_at_least_5ms():
         assert lo == 1.0 and hi > lo
         assert window(kind, 1) == (0.8, 1.2)
     assert window("eager", 5) == (0.8, 1.2)
+
+
+def test_a_row_measured_outside_its_calibration_window_says_so():
+    note = _bench().window_note
+    assert note("fit", 5, 0.0055) == "" and note("graph", 5, 0.005) == ""
+    assert "4.04 ms" in note("fit", 5, 0.00404) and "5-6.25 ms" in note("fit", 5, 0.00404)
+    assert note("graph", 1, 0.0011) == "" and "0.8-1.2 ms" in note("eager", 1, 0.0013)
