@@ -102,9 +102,10 @@ def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
 
 
 def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_counting(monkeypatch):
-    """Past its first steps a loop's steps are recorded and counted in batches (warm caches);
-    the count, the intervals and the input wait are those of counting each step as it happens,
-    and a reader in the middle of a batch sees every step so far."""
+    """Past its first steps a loop's steps and the eager fetches between them are logged and
+    counted in batches (warm caches); the count, the intervals and the input wait are those of
+    counting each step as it happens, and a reader in the middle of a batch sees every step
+    and every fetch so far."""
     from tflint.runtime import steps as steps_mod
 
     def run(batch_after):
@@ -126,8 +127,12 @@ def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_count
             for i in range(1, 204):
                 step(next(it))
                 if i == 69:
-                    batched = s.steps._fast_fn is step and len(s.steps._pending) > 0
+                    logged = s.steps._pending
+                    batched = (s.steps._fast_fn is step and any(it is None for _, _, it in logged)
+                               and any(it is not None for _, _, it in logged))
                 if i in (70, 101, 150):
+                    s.input.wait_now()  # a reader of the wait: every fetch so far is counted
+                    seen.append(s.input.eager_count)
                     seen.append(s.steps.count)
             s.steps.finish()
             (loop,) = s.steps.loops()
@@ -137,7 +142,7 @@ def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_count
     for batch_after in (10**9, 4):  # step by step, then batched from the 4th step
         seen, loop, fetch_wait, count, batched = run(batch_after)
         assert batched == (batch_after == 4)
-        assert seen == [70, 101, 150] and count == 203 and loop.n == 203
+        assert seen == [70, 70, 101, 101, 150, 150] and count == 203 and loop.n == 203
         assert loop.series.count == 202  # one interval per step after the first
         assert loop.total == pytest.approx(loop.last - loop.first, rel=1e-9)
         # every fetch's wait is attributed: the start-up interval's and the steady ones

@@ -348,6 +348,7 @@ class InputHook(Hook):
         from tensorflow.python.util import nest
 
         hook = self
+        steps = self.session.steps
         perf = time.perf_counter
         executing_eagerly = context.executing_eagerly
         tls = self._tls
@@ -400,10 +401,8 @@ class InputHook(Hook):
                     t0 = perf()
                     result = orig(it)
                     t1 = perf()
-                    try:
-                        hook._on_eager_wait(it, t1 - t0, t0)
-                    except Exception as exc:  # noqa: BLE001
-                        hook.fail(exc, "iterator wait")
+                    if steps is None or not steps.log_fetch(it, t0, t1):  # else counted with the steps
+                        hook.count_fetch(it, t0, t1)
                     return result
                 if not ops.inside_function():
                     return orig(it)
@@ -527,6 +526,16 @@ class InputHook(Hook):
             self.store.values["input.distributed"] = "distributed iterators not timed: input_lib.DistributedIteratorBase.get_next not found"
 
     # ---------------------------------------------------------------------------------
+    def count_fetch(self, it: Any, t0: float, t1: float) -> None:
+        """An eager fetch from ``it`` that ran from ``t0`` to ``t1`` (as it happened, or later,
+        in order, from the step tracker's log); a failure disables this hook only."""
+        if self.status == "failed":
+            return
+        try:
+            self._on_eager_wait(it, t1 - t0, t0)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(exc, "iterator wait")
+
     def _on_eager_wait(self, it: Any, dt: float, t0: float | None = None) -> None:
         self.eager_wait += dt
         self.eager_count += 1
@@ -551,7 +560,9 @@ class InputHook(Hook):
         if dt > st.max_wait:
             st.max_wait = dt
         steps = self.session.steps
-        if steps is not None and (steps.primary is None or steps.primary.kind == "iterator"):
+        # the iterator is a fallback source: once a training loop is known, its ticks count for
+        # nothing (and a logged fetch, counted by the step tracker, never ticks)
+        if steps is not None and not steps._loops and (steps.primary is None or steps.primary.kind == "iterator"):
             steps.tick(("iterator", id(it)), "iterator", "iterator", time.perf_counter())
 
     def _note_distributed_dataset(self) -> None:
@@ -653,8 +664,12 @@ class InputHook(Hook):
         return self._acc_read
 
     def wait_now(self, force: bool = False, max_age: float = READ_INTERVAL_S) -> float:
-        """All input wait so far: eager fetches exactly, in-graph fetches as last read (read
-        again when ``force`` or when the last read is ``max_age`` old)."""
+        """All input wait so far: eager fetches exactly (those the step tracker logged
+        included), in-graph fetches as last read (read again when ``force`` or when the last
+        read is ``max_age`` old)."""
+        steps = self.session.steps
+        if steps is not None and steps._pending:
+            steps.flush()
         if self._acc is not None and self._graph_probes:
             if force or time.perf_counter() - self._last_read_t >= max_age:
                 self._graph_totals(force=True)

@@ -44,7 +44,7 @@ MAX_LOOPS = 64
 MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
-BATCH = 8  # steady steps counted together (see StepTracker._record)
+BATCH = 8  # steady steps counted together (see StepTracker.log_fetch)
 BATCH_AFTER = 64  # ... once the loop has this many: its start-up is counted step by step
 
 
@@ -134,12 +134,15 @@ class StepTracker(Hook):
         self.primary: Source | None = None  # best fallback source
         self._count = 0
         self._last_step_time: float | None = None
-        # steady steps of one tf.function are only recorded as they happen and counted in
-        # batches (see _record): the bookkeeping then runs with warm caches
-        self._fast_fn: Any = None  # the tf.function whose calls are recorded
+        # steady steps of one tf.function, and the eager fetches between them, are only logged
+        # as they happen and counted in batches (see log_fetch): the bookkeeping then runs with
+        # warm caches
+        self._fast_fn: Any = None  # the tf.function whose calls are logged
         self._fast_src: Source | None = None  # the loop (or fallback source) they tick
         self._fast_loop = False  # _fast_src is a training loop
-        self._pending: list[tuple[float, float, float]] = []  # (t0, t1, eager wait so far)
+        # (t0, t1, None) for a step, (t0, t1, iterator) for an eager fetch, in the order they ran
+        self._pending: list[tuple[float, float, Any]] = []
+        self._pending_steps = 0
         self._last_loop: Source | None = None
         self._last_loop_t: float | None = None
         self._wait_mark = 0.0
@@ -194,8 +197,15 @@ class StepTracker(Hook):
                 finally:
                     tls.calling = False
                     hook._calling = prev
+                t1 = perf()
+                if fn_self is hook._fast_fn:  # a steady step: logged, counted later (see log_fetch)
+                    hook._pending.append((t0, t1, None))
+                    hook._pending_steps += 1
+                    if hook._pending_steps >= BATCH:
+                        hook.flush()
+                    return result
                 try:
-                    hook._on_function_call(fn_self, t0, perf())
+                    hook._on_function_call(fn_self, t0, t1)
                 except Exception as exc:  # noqa: BLE001
                     hook.fail(exc, "tf.function call counter")
                 return result
@@ -263,41 +273,49 @@ class StepTracker(Hook):
             self.flush()
         return self._last_step_time
 
-    def _record(self, t0: float, t1: float) -> None:
-        """A steady step of ``_fast_fn``: recorded now, counted with the next ``BATCH - 1``.
+    def log_fetch(self, it: Any, t0: float, t1: float) -> bool:
+        """An eager fetch from ``it`` between two steady steps: logged (True), or to be counted
+        now (False: no steps are being logged).
 
         A step's bookkeeping run right after TensorFlow's call costs several times what it costs
         with warm caches, so the steady steps of a loop (the same tf.function as the last step,
-        past its first ``BATCH_AFTER`` steps) are recorded with the eager input wait so far and
-        counted in batches of ``BATCH``. Anything else (another function, an optimizer, a
-        fallback tick, a reader of the count) counts the recorded steps first, so the order
-        of events and every figure are the same as counting each step as it happens."""
-        inp = self.session.input
-        pend = self._pending
-        if inp is not None:
-            pend.append((t0, t1, inp.eager_wait))
-            inp.take_fetch_start()  # as a counted step does: the next start-up begins after it
-        else:
-            pend.append((t0, t1, 0.0))
-        if len(pend) >= BATCH:
-            self.flush()
+        past its first ``BATCH_AFTER`` steps; the ``tf.function`` wrapper logs them itself) and
+        the eager fetches between them are only logged, and counted in batches of ``BATCH``
+        steps. Anything else (another function, an optimizer, a fallback tick, a reader of the
+        count or of the input wait) counts the logged events first, so the order of events and
+        every figure are the same as counting each as it happens."""
+        if self._fast_fn is None:
+            return False
+        self._pending.append((t0, t1, it))
+        return True
 
     def flush(self) -> None:
-        """Count the recorded steps, in order; a failure disables step counting only."""
+        """Count the logged steps and fetches, in order; a failure disables step counting only."""
         with self._lock:
             pend = self._pending
             if not pend:
                 return
             self._pending = []
+            self._pending_steps = 0
         src = self._fast_src
         if src is None or self.status == "failed":
+            self._count_fetches(pend)
             return
         try:
             self._count_recorded(src, pend)
         except Exception as exc:  # noqa: BLE001
             self.fail(exc, "step counter")
 
-    def _count_recorded(self, src: Source, pend: list[tuple[float, float, float]]) -> None:
+    def _count_fetches(self, pend: list[tuple[float, float, Any]]) -> None:
+        """The logged eager fetches only (no loop to count the steps in)."""
+        inp = self.session.input
+        if inp is None:
+            return
+        for t0, t1, it in pend:
+            if it is not None:
+                inp.count_fetch(it, t0, t1)
+
+    def _count_recorded(self, src: Source, pend: list[tuple[float, float, Any]]) -> None:
         inp = self.session.input
         graph_wait = None
         if inp is not None and inp.status == "ok":
@@ -305,7 +323,19 @@ class StepTracker(Hook):
         sess = self.session
         is_loop = self._fast_loop
         frame = sys._getframe(2)
-        for t0, t1, eager in pend:
+        n_steps = 0
+        t_last = None
+        for t0, t1, it in pend:
+            if it is not None:  # an eager fetch
+                if inp is not None:
+                    inp.count_fetch(it, t0, t1)
+                continue
+            n_steps += 1
+            t_last = t1
+            eager = 0.0
+            if inp is not None:
+                eager = inp.eager_wait
+                inp.take_fetch_start()  # as a counted step does: the next start-up begins after it
             src.n += 1
             dt = t1 - (src.last if src.last is not None else t1)
             src.total += dt
@@ -320,6 +350,7 @@ class StepTracker(Hook):
                     self._eager_mark = eager
                 self._last_loop_t = t1
                 self._loop_steps += 1
+                self._train_ticks_since_keras += 1
                 n = self._loop_steps
             else:
                 if wait is not None and src.wait_mark is not None:
@@ -330,10 +361,19 @@ class StepTracker(Hook):
             self._last_step_time = dt
             if self.containers is not None and _sample_containers(src.n):
                 self.containers.sample(frame, n)
+        if t_last is None:
+            return
+        self._count_calls(self._fast_fn, n_steps)
         # one call of the due handlers for the whole batch, at its last step: they read and
         # sample at most once per batch anyway, and each call runs with cold caches
-        if self._count >= sess._due_step or t1 >= sess._due_t:
-            sess._on_step(self._count, t1)
+        if self._count >= sess._due_step or t_last >= sess._due_t:
+            sess._on_step(self._count, t_last)
+
+    def _count_calls(self, fn: Any, n: int) -> None:
+        calls, key = self.fn_calls, id(fn)
+        if len(calls) >= MAX_FN_KEYS and key not in calls:
+            calls.clear()
+        calls[key] = calls.get(key, 0) + n
 
     def reset_timing(self) -> None:
         """Forget the last tick times (after the hooks were off) so no interval spans the gap."""
@@ -386,16 +426,8 @@ class StepTracker(Hook):
             names.append(name)
 
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
-        calls, key = self.fn_calls, id(fn)
-        if len(calls) >= MAX_FN_KEYS and key not in calls:
-            calls.clear()
-        calls[key] = calls.get(key, 0) + 1
-        if fn is self._fast_fn:
-            if self._fast_loop:
-                self._train_ticks_since_keras += 1
-            self._record(t0, t1)
-            return
         self._unbatch()
+        self._count_calls(fn, 1)
         key = self.loop_key(fn) if self._train_fns else None
         opts = self._train_fns.get(key) if key is not None else None
         if opts is not None:
@@ -594,6 +626,8 @@ class StepTracker(Hook):
             sess._on_step(n, now)
 
     def keras_batch_end(self, model: Any) -> None:
+        if self._pending:
+            self.flush()
         if self._train_ticks_since_keras:
             self._train_ticks_since_keras = 0  # the model's train function counted this step
             return
