@@ -624,6 +624,45 @@ def test_tfl204_a_short_sample_and_fit_loop_in_a_method_called_per_episode():
     assert lines("TFL204", src.replace("            self.replay(32)", "            pass")) == []
 
 
+def test_tfl204_a_nested_functions_loop_target_is_not_the_methods_argument():
+    # `states` of the nested preview() is its own loop target, drawn from the memory; the
+    # `states` that train() fits is its argument, the whole data set on every call
+    src = """
+    import random
+
+    import numpy as np
+    from tensorflow import keras
+
+
+    class Agent:
+        def __init__(self):
+            self.model = keras.Sequential([keras.layers.Dense(2)])
+            self.model.compile(optimizer="adam", loss="mse")
+            self.memory = []
+
+        def train(self, states, targets):
+            def preview():
+                for states in random.sample(self.memory, 4):
+                    print(states)
+
+            self.model.fit(states, targets, epochs=1, verbose=0)
+
+
+    agent = Agent()
+    for episode in range(1000):
+        agent.train(np.zeros((10000, 4)), np.zeros((10000, 2)))
+    """
+    assert lines("TFL204", src) == []
+    # a nested function that fills the method's own list with draws from the memory does count
+    fills = src.replace("        def train(self, states, targets):\n",
+                        "        def train(self, targets):\n            states = []\n")
+    fills = fills.replace("for states in random.sample(self.memory, 4):\n                    print(states)\n",
+                          "states.extend(random.sample(self.memory, 4))\n\n            preview()\n")
+    fills = fills.replace("agent.train(np.zeros((10000, 4)), ", "agent.train(")
+    (f,) = findings("TFL204", fills)
+    assert "a minibatch drawn from a replay memory, once per call of `train()`" in f.message
+
+
 # -- real-code false positives ---------------------------------------------------------------
 
 def test_tfl202_tf_function_built_only_for_get_concrete_function_is_not_reported():

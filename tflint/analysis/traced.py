@@ -693,24 +693,33 @@ class TracedFunctions:
     def fills(self, name: str, scope: ast.AST) -> list[ast.AST]:
         """What ``scope`` (a function) puts into ``name`` besides plain assignments: values
         assigned to its rows (``name[i] = value``) or appended (``name.append(value)``,
-        ``.extend``), and the iterable of a ``for`` loop whose target binds it."""
+        ``.extend``), and the iterable of a ``for`` loop whose target binds it. A nested
+        function fills ``name`` only through its rows and appends, and only when it does not
+        bind a ``name`` of its own (its loop targets are its own names)."""
         cache = self.__dict__.setdefault("_fills", {})
         table = cache.get(scope)
         if table is None:
             table = cache[scope] = {}
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Assign):
-                    for t in node.targets:
-                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                            table.setdefault(t.value.id, []).append(node.value)
-                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                      and node.func.attr in ("append", "extend") and isinstance(node.func.value, ast.Name)
-                      and node.args):
-                    table.setdefault(node.func.value.id, []).append(node.args[0])
-                elif isinstance(node, (ast.For, ast.AsyncFor)):
-                    for n in _target_names(node.target):
-                        table.setdefault(n, []).append(node.iter)
+            self._collect_fills(table, scope, frozenset(), True)
         return table.get(name, [])
+
+    def _collect_fills(self, table: dict[str, list[ast.AST]], func: ast.AST, shadowed: frozenset[str],
+                       own: bool) -> None:
+        body = getattr(func, "body", [])
+        for node in walk_own(body if isinstance(body, list) else [body]):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                self._collect_fills(table, node, shadowed | self.local_names(node), False)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id not in shadowed:
+                        table.setdefault(t.value.id, []).append(node.value)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("append", "extend") and isinstance(node.func.value, ast.Name)
+                  and node.func.value.id not in shadowed and node.args):
+                table.setdefault(node.func.value.id, []).append(node.args[0])
+            elif own and isinstance(node, (ast.For, ast.AsyncFor)):
+                for n in _target_names(node.target):
+                    table.setdefault(n, []).append(node.iter)
 
     def self_attr_values(self, cls: ast.ClassDef | None, attr: str) -> list[ast.AST]:
         """Values assigned to ``self.<attr>`` in any method of ``cls`` (or its module bases)."""
