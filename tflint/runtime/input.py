@@ -1,7 +1,9 @@
 """Input-pipeline stalls: time spent waiting for the next batch versus the step time.
 
 * Eager loops (``for x in ds`` / ``next(it)``): ``OwnedIterator._next_internal`` is wrapped at
-  class level with ``time.perf_counter`` (a few µs per batch).
+  class level with ``time.perf_counter`` (a few µs per batch). Between the steady steps of a
+  loop, a fetch is only logged, and counted with the steps in the step tracker's next batch
+  (see :meth:`tflint.runtime.steps.StepTracker.log_fetch`).
 * Inside a trace (Keras ``fit`` fetches batches inside its ``tf.function``): the same wrapper, at
   trace time, brackets the ``IteratorGetNext`` op with in-graph ``tf.timestamp`` probes and adds
   ``[wait, 1]`` to a float64 variable created eagerly (``init_scope``) at install. The variable is
