@@ -101,6 +101,29 @@ def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
     assert [(lp["kind"], lp["name"], lp["steps"]) for lp in loops] == [("function", "train", 80)]
 
 
+def test_fetches_with_no_step_between_them_are_counted_without_waiting_for_a_step(monkeypatch):
+    """An eager evaluation after steady training steps: its fetches are logged while the loop's
+    steps are, but never more than a few at a time, and none is lost."""
+    from tflint.runtime import steps as steps_mod
+
+    monkeypatch.setattr(steps_mod, "BATCH_AFTER", 4)
+    ds = tf.data.Dataset.from_tensor_slices(tf.ones([64, 4])).batch(8).repeat()
+    step = tf.function(lambda x: tf.reduce_sum(x))
+    with watch(signals={"input-stall"}) as s:
+        it = iter(ds)
+        for _ in range(20):
+            step(next(it))
+        assert s.steps._fast_fn is step
+        before = s.input.eager_count + sum(1 for _, _, i in s.steps._pending if i is not None)
+        longest = 0
+        for x in ds.take(200):  # no step in between
+            longest = max(longest, len(s.steps._pending))
+        assert 0 < longest <= steps_mod.MAX_LOGGED
+        s.input.wait_now()
+        assert s.input.eager_count == before + 200
+        assert s.steps.count == 20
+
+
 def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_counting(monkeypatch):
     """Past its first steps a loop's steps and the eager fetches between them are logged and
     counted in batches (warm caches); the count, the intervals and the input wait are those of

@@ -564,7 +564,7 @@ class InputHook(Hook):
         steps = self.session.steps
         # the iterator is a fallback source: once a training loop is known, its ticks count for
         # nothing (and a logged fetch, counted by the step tracker, never ticks)
-        if steps is not None and not steps._loops and (steps.primary is None or steps.primary.kind == "iterator"):
+        if steps is not None and not steps.has_loops and (steps.primary is None or steps.primary.kind == "iterator"):
             steps.tick(("iterator", id(it)), "iterator", "iterator", time.perf_counter())
 
     def _note_distributed_dataset(self) -> None:
@@ -670,7 +670,7 @@ class InputHook(Hook):
         included), in-graph fetches as last read (read again when ``force`` or when the last
         read is ``max_age`` old)."""
         steps = self.session.steps
-        if steps is not None and steps._pending:
+        if steps is not None:
             steps.flush()
         if self._acc is not None and self._graph_probes:
             if force or time.perf_counter() - self._last_read_t >= max_age:

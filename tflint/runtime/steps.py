@@ -46,6 +46,7 @@ PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator"
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
 BATCH = 8  # steady steps counted together (see StepTracker.log_fetch)
 BATCH_AFTER = 64  # ... once the loop has this many: its start-up is counted step by step
+MAX_LOGGED = 4 * BATCH  # events logged at most before they are counted, steps or not
 
 
 class Source:
@@ -261,6 +262,11 @@ class StepTracker(Hook):
 
     # -- ticks --------------------------------------------------------------------------
     @property
+    def has_loops(self) -> bool:
+        """A training loop is known (fallback sources no longer define the steps)."""
+        return bool(self._loops)
+
+    @property
     def count(self) -> int:
         """Steps counted so far (every recorded step included)."""
         if self._pending:
@@ -286,7 +292,10 @@ class StepTracker(Hook):
         every figure are the same as counting each as it happens."""
         if self._fast_fn is None:
             return False
-        self._pending.append((t0, t1, it))
+        pend = self._pending
+        pend.append((t0, t1, it))
+        if len(pend) >= MAX_LOGGED:  # fetches with no step between them (an eager evaluation)
+            self.flush()
         return True
 
     def flush(self) -> None:
@@ -322,6 +331,7 @@ class StepTracker(Hook):
             graph_wait = inp.wait_now() - inp.eager_wait  # in-graph fetches, as last read
         sess = self.session
         is_loop = self._fast_loop
+        fn = self._fast_fn
         frame = sys._getframe(2)
         n_steps = 0
         t_last = None
@@ -363,7 +373,7 @@ class StepTracker(Hook):
                 self.containers.sample(frame, n)
         if t_last is None:
             return
-        self._count_calls(self._fast_fn, n_steps)
+        self._count_calls(fn, n_steps)
         # one call of the due handlers for the whole batch, at its last step: they read and
         # sample at most once per batch anyway, and each call runs with cold caches
         if self._count >= sess._due_step or t_last >= sess._due_t:
