@@ -1295,34 +1295,36 @@ class PyFunctionInDatasetMap(Rule):
     code = "TFL405"
     name = "py-function-in-dataset-map"
     severity = Severity.WARNING
-    summary = "`tf.py_function`/`tf.numpy_function` inside `Dataset.map` serializes the pipeline"
+    summary = "`tf.py_function`/`tf.numpy_function` inside `Dataset.map` runs its Python one call at a time"
     what = (
         "Checks for `tf.py_function` / `tf.numpy_function` called in a function passed to "
         "`Dataset.map` (directly, or in a function of the module it calls)."
     )
     why = (
-        "The wrapped Python code runs in the Python interpreter, and while it computes it holds "
-        "the GIL: `num_parallel_calls` threads wait for each other, so the map gains (almost) "
-        "nothing from parallel calls however many cores there are, and the accelerator waits "
-        "for input (measured on TensorFlow 2.21: pure-Python work in `numpy_function` with "
-        "`AUTOTUNE` runs about as fast as with one call at a time). The dataset also cannot be "
-        "serialized (tf.data service, distributed workers): its graph holds a Python function "
-        "that is not part of it."
+        "The wrapped function runs in the Python interpreter, and its Python code holds the GIL: "
+        "`num_parallel_calls` threads wait for each other while it runs, so pure-Python work "
+        "(parsing, per-element loops) gains (almost) nothing from parallel calls however many "
+        "cores there are, and the accelerator waits for input (measured on TensorFlow 2.21: "
+        "pure-Python work in `numpy_function` with `AUTOTUNE` runs about as fast as with one "
+        "call at a time). Work that releases the GIL (file reads, large numpy operations) "
+        "overlaps only in those parts. The dataset also cannot be serialized (tf.data service, "
+        "distributed workers): its graph holds a Python function that is not part of it."
     )
     example = (
         """
-        def load(path):
-            return tf.numpy_function(lambda p: np.load(p), [path], tf.float32)
+        def parse(line):
+            return np.array([float(f) for f in line.decode().split(",")], np.float32)
 
-        ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(lambda line: tf.numpy_function(parse, [line], tf.float32),
+                    num_parallel_calls=tf.data.AUTOTUNE)
         """
     )
     use_instead = (
         """
-        def load(path):
-            return tf.io.parse_tensor(tf.io.read_file(path), tf.float32)
+        def parse(line):
+            return tf.strings.to_number(tf.strings.split(line, ","), tf.float32)
 
-        ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         """
     )
     VALID = [
@@ -1399,8 +1401,9 @@ class PyFunctionInDatasetMap(Rule):
                     ctx.report(
                         call,
                         f"`{name}` in the function given to `Dataset.map` (line {t.node.lineno}) "
-                        "runs Python under the GIL: the map handles one element at a time and "
-                        "the pipeline cannot be serialized. Use TensorFlow ops",
+                        "runs Python under the GIL: parallel calls wait for each other while "
+                        "its Python code runs, and the pipeline cannot be serialized. Use "
+                        "TensorFlow ops",
                         end_node=call.func,
                     )
 
