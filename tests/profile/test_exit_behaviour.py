@@ -142,6 +142,9 @@ def test_syntax_error_in_script(tmp_path):
     [
         (("--fail-on", "retrace,bogus"), "unknown signal kind 'bogus'"),
         (("--fail-on", ","), "no signal kinds"),
+        (("--signals", "retrace,bogus"), "--signals: unknown signal kind 'bogus'"),
+        (("--signals", ","), "--signals: no signal kinds"),
+        (("--signals", "retrace", "--fail-on", "retrace,nan-inf"), "--fail-on nan-inf: not collected"),
         (("--json", "/nonexistent-dir-for-tflint/r.json"), "does not exist"),
     ],
 )

@@ -20,6 +20,8 @@ SIGNAL_KINDS = ("retrace", "none-gradient", "soft-placement", "input-stall", "me
                 "nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall",
                 "loss-broadcast")
 TRAINING_HEALTH_KINDS = SIGNAL_KINDS[5:]
+#: Names that stand for several kinds in ``--signals``, ``--fail-on`` and ``watch(signals=...)``.
+SIGNAL_GROUPS = {"all": SIGNAL_KINDS, "training-health": TRAINING_HEALTH_KINDS}
 #: Kinds only a merged report (``tflint report merge``) has: they compare workers.
 MERGED_SIGNAL_KINDS = ("straggler",)
 SEVERITIES = ("error", "warning", "info")

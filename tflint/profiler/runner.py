@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tflint.profiler.report import SIGNAL_KINDS
+from tflint.profiler.report import SIGNAL_GROUPS, SIGNAL_KINDS
 
 #: Exit status of a run whose script exited 0 while a ``--fail-on`` signal fired.
 FAIL_ON_EXIT_CODE = 3
@@ -53,6 +53,7 @@ class ProfileOptions:
     json_path: str | None = None
     logdir: str | None = None
     fail_on: frozenset[str] = frozenset()
+    signals: frozenset[str] | None = None  # None: every signal kind
     live: bool | None = None  # None: on when stderr is a terminal
 
 
@@ -68,27 +69,43 @@ class Outcome:
         return {"outcome": self.kind, "exception": self.exception}
 
 
-def parse_fail_on(value: str | None) -> frozenset[str]:
-    """``"retrace,none-gradient"`` -> the set of kinds; ``"all"`` -> every kind."""
-    if value is None:
-        return frozenset()
+def parse_kinds(value: str, option: str) -> frozenset[str]:
+    """``"retrace,none-gradient"`` -> the set of kinds; ``"all"`` -> every kind;
+    ``"training-health"`` -> its six kinds. Bad input raises :class:`ProfileUsageError`."""
     kinds: set[str] = set()
     for part in value.split(","):
         part = part.strip()
-        if not part:
-            continue
-        if part == "all":
-            kinds.update(SIGNAL_KINDS)
+        if part in SIGNAL_GROUPS:
+            kinds.update(SIGNAL_GROUPS[part])
         elif part in SIGNAL_KINDS:
             kinds.add(part)
-        else:
+        elif part:
             raise ProfileUsageError(
-                f"--fail-on: unknown signal kind {part!r} (expected a comma-separated list of "
-                f"{', '.join(SIGNAL_KINDS)}, or 'all')"
+                f"{option}: unknown signal kind {part!r} (expected a comma-separated list of "
+                f"{', '.join(SIGNAL_KINDS)}, training-health (its six kinds), or all)"
             )
     if not kinds:
-        raise ProfileUsageError("--fail-on: no signal kinds given")
+        raise ProfileUsageError(f"{option}: no signal kinds given")
     return frozenset(kinds)
+
+
+def parse_fail_on(value: str | None, signals: frozenset[str] | None = None) -> frozenset[str]:
+    """The ``--fail-on`` kinds; with ``signals`` (``--signals``), ``all`` means every collected
+    kind and naming a kind that is not collected is an error (it could never fire)."""
+    if value is None:
+        return frozenset()
+    kinds = parse_kinds(value, "--fail-on")
+    if signals is None:
+        return kinds
+    if "all" not in {p.strip() for p in value.split(",")}:
+        missing = sorted(kinds - signals, key=SIGNAL_KINDS.index)
+        if missing:
+            raise ProfileUsageError(
+                f"--fail-on {', '.join(missing)}: not collected, so "
+                + ("it could never fire; add it" if len(missing) == 1 else "they could never fire; add them")
+                + " to --signals"
+            )
+    return kinds & signals
 
 
 def compile_script(path: str) -> tuple[str, Any]:
@@ -162,7 +179,7 @@ def run(opts: ProfileOptions) -> int:
     start = time.perf_counter()
     outcome: Outcome
     with _as_main(abspath, argv) as main_globals:
-        session = watch(live=live)
+        session = watch(signals=opts.signals, live=live)
         try:
             session.__enter__()
         except Exception as exc:  # the hooks must never stop the training run
@@ -209,7 +226,9 @@ def _build_report(session: Any, hook_error: str | None, opts: ProfileOptions, ou
             "step_time_s": [], "input_wait_share": {"overall": None, "series": []},
             "host_rss_bytes": [], "device_memory_bytes": {}, "retraces": 0,
             "gpu": {"available": False, "reason": reason},
-            "hooks": {kind: {"status": "failed", "reason": reason} for kind in SIGNAL_KINDS},
+            "hooks": {kind: {"status": "failed", "reason": reason}
+                      if opts.signals is None or kind in opts.signals else {"status": "off", "reason": "not selected"}
+                      for kind in SIGNAL_KINDS},
         },
     )
 

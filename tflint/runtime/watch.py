@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from tflint.profiler.report import SIGNAL_KINDS
+from tflint.profiler.report import SIGNAL_GROUPS, SIGNAL_KINDS
 from tflint.runtime.health import HEALTH_KINDS
 from tflint.runtime.hookbase import NEVER
 from tflint.runtime.store import Store
@@ -42,10 +42,13 @@ class ProfileSession:
         else:
             if isinstance(signals, str):
                 signals = [s for s in signals.split(",") if s]
-            chosen = {str(s).strip() for s in signals}
+            chosen = set()
+            for name in (str(s).strip() for s in signals):  # a kind, or a name for several
+                chosen.update(SIGNAL_GROUPS.get(name, (name,)))
             unknown = sorted(chosen - set(SIGNAL_KINDS))
             if unknown:
-                raise ValueError(f"unknown signal kind(s) {', '.join(unknown)}; choose from {', '.join(SIGNAL_KINDS)}")
+                raise ValueError(f"unknown signal kind(s) {', '.join(unknown)}; choose from {', '.join(SIGNAL_KINDS)}, "
+                                 f"{', '.join(SIGNAL_GROUPS)}")
         self.signals = chosen
         self.live = live
         self.store = Store()

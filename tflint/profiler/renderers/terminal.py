@@ -234,6 +234,9 @@ class TerminalRenderer:
             elif status in ("unavailable", "failed"):
                 word = Text("? not measured", style="dim")
                 note = Text(f"hook {status}", style="dim")
+            elif status == "off":
+                word = Text("– off", style="dim")
+                note = Text("not collected", style="dim")
             else:
                 word = Text("✓ OK", style="green")
                 note = Text("")
