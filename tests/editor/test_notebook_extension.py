@@ -229,3 +229,35 @@ def test_configuration_is_honoured_in_ipython(tmp_path):
     assert "tflint.toml" in line and "selekt" in line
     assert "TFL201" in defaults["stdout"] and not _tflint_lines(defaults["stderr"])
     assert "TFL201" in again["stdout"]
+
+
+def test_magics_take_signals(tmp_path):
+    cells = [
+        "%load_ext tflint",
+        DEFINE,
+        # retrace left out: the retracing loop is not reported, and the report says it was off
+        "%%tflint_profile --signals training-health\nfor i in range(10, 16):\n    y = scale(tf.constant(1.0), i)\n",
+        "r = _\n(r.metrics['hooks']['retrace']['status'], r.metrics['hooks']['nan-inf']['status'], len(r.signals))",
+        # a bad kind: IPython's one-line usage error, and the cell does not run
+        "%%tflint_profile --signals retrace,bogus\nran = True\n",
+        "'ran' in dir()",
+        "%tflint_watch on --signals retrace",
+        "for i in range(20, 23):\n    scale(tf.constant(2.0), i)\n",
+        "(_tflint_report.signals[0].kind, _tflint_report.metrics['hooks']['nan-inf']['status'])",
+        "%tflint_watch off",
+    ]
+    (_, _, health, statuses, bad, ran, watch_on, watched, watched_report, _) = run_terminal_ipython(cells, tmp_path)
+    assert health["success"], health
+    assert "Report(" in health["result"], health
+    # the report says what it did not look at, rather than looking clean
+    assert ("tflint profile: 0 runtime findings (6 steps" in health["stdout"]
+            and "; not collected: retrace, none-gradient, soft-placement, input-stall, memory-growth)" in health["stdout"]), health
+    assert statuses["result"] == "('off', 'ok', 0)", statuses
+    assert not bad["success"]
+    assert "UsageError: %%tflint_profile: --signals: unknown signal kind 'bogus'" in bad["stdout"] + bad["stderr"], bad
+    assert "Traceback" not in bad["stdout"] + bad["stderr"]
+    assert ran["result"] == "False", ran
+    assert "signals: retrace" in watch_on["stdout"], watch_on
+    assert watched["success"] and "was traced" in watched["stdout"], watched
+    assert "not collected: none-gradient, soft-placement, input-stall, memory-growth, training-health)" in watched["stdout"]
+    assert watched_report["result"] == "('retrace', 'off')", watched_report

@@ -6,7 +6,9 @@
 - ``%%tflint_profile`` runs its cell under tflint's runtime hooks (:func:`tflint.runtime.watch`)
   and returns the cell's :class:`~tflint.profiler.report.Report` (shown as HTML in Jupyter, as
   text in a terminal). ``%tflint_watch on`` does the same for every following cell (the last
-  report is ``_tflint_report``) until ``%tflint_watch off``.
+  report is ``_tflint_report``) until ``%tflint_watch off``. Both take ``--signals KINDS``, as
+  ``tflint profile`` does; a bad argument is IPython's one-line ``UsageError``, and the cell
+  does not run.
 
 A problem inside tflint is shown as one line on stderr; the cell's own output, result and
 traceback are never touched.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 # Cell magics whose body is Python run in the user's namespace: checked as that Python.
 _PYTHON_BODY_MAGICS = ("tflint_profile", "time", "capture", "prun")
@@ -41,6 +43,7 @@ class TflintExtension:
         self.shell = shell
         self.history: list[str] = []
         self.watching = False
+        self.signals: frozenset[str] | None = None  # --signals of the magic in force; None: all
         self.session: Any = None
         self.last_report: Any = None
         self._nested = 0
@@ -175,7 +178,7 @@ class TflintExtension:
     def _start_session(self) -> Any:
         from tflint.runtime import watch
 
-        session = watch()
+        session = watch(signals=self.signals)
         session.__enter__()
         self.session = session
         return session
@@ -189,14 +192,21 @@ class TflintExtension:
 
     # -- magics -----------------------------------------------------------------------------
     def tflint_profile(self, line: str, cell: str) -> Any:
-        """Run the cell under tflint's runtime hooks and return its report."""
+        """%%tflint_profile [--signals KINDS]: run the cell under tflint's runtime hooks and
+        return its report."""
+        rest, signals = _signals_option(line, "%%tflint_profile")
+        if rest:
+            _usage(f"%%tflint_profile: unexpected argument {rest[0]!r} (it takes --signals KINDS)")
         started = False
         if self.session is None:
+            outer_signals, self.signals = self.signals, signals
             try:
                 self._start_session()
                 started = True
             except Exception as exc:  # noqa: BLE001 - the cell still runs
                 _one_line("starting the runtime hooks", exc)
+            finally:
+                self.signals = outer_signals
         self._nested += 1
         outer = getattr(self.shell.displayhook, "exec_result", None)  # a nested run resets it
         try:
@@ -219,19 +229,67 @@ class TflintExtension:
         return report
 
     def tflint_watch(self, line: str) -> None:
-        """%tflint_watch on|off: run every following cell under tflint's runtime hooks."""
-        arg = line.strip().lower()
+        """%tflint_watch on [--signals KINDS] | off: run every following cell under tflint's
+        runtime hooks."""
+        words, signals = _signals_option(line, "%tflint_watch")
+        arg = " ".join(words).lower()
         if arg in ("on", "1", "true", "yes"):
             self.watching = True
-            print("tflint: watching every cell (runtime hooks on); %tflint_watch off to stop")
+            self.signals = signals
+            which = "runtime hooks on" if signals is None else "signals: " + ", ".join(sorted(signals))
+            print(f"tflint: watching every cell ({which}); %tflint_watch off to stop")
+        elif signals is not None:
+            _usage("%tflint_watch: --signals goes with 'on'")
         elif arg in ("off", "0", "false", "no"):
             self.watching = False
+            self.signals = None
             self._stop_session()
             print("tflint: runtime hooks off")
         elif not arg:
             print(f"tflint: watch is {'on' if self.watching else 'off'}")
         else:
             sys.stderr.write(f"tflint: %tflint_watch takes 'on' or 'off', not {line.strip()!r}\n")
+
+
+def _usage(message: str) -> NoReturn:
+    from IPython.core.error import UsageError
+
+    raise UsageError(message)
+
+
+def _signals_option(line: str, magic: str) -> tuple[list[str], frozenset[str] | None]:
+    """The words of a magic's line other than ``--signals KINDS``, and those kinds (None when
+    the option is not given); a bad option is a :class:`UsageError`."""
+    import shlex
+
+    from tflint.profiler.runner import ProfileUsageError, parse_kinds
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        _usage(f"{magic}: {exc}")
+    rest: list[str] = []
+    value: str | None = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--signals" or w.startswith("--signals="):
+            if w == "--signals":
+                if i + 1 >= len(words):
+                    _usage(f"{magic}: --signals needs a comma-separated list of signal kinds")
+                i += 1
+                w = "--signals=" + words[i]
+            value = w.split("=", 1)[1]
+        else:
+            rest.append(w)
+        i += 1
+    if value is None:
+        return rest, None
+    try:
+        kinds = parse_kinds(value, "--signals")
+    except ProfileUsageError as exc:
+        _usage(f"{magic}: {exc}")
+    return rest, kinds
 
 
 _EXTENSIONS: dict[int, TflintExtension] = {}

@@ -79,12 +79,28 @@ def report_text(report: Any) -> str:
     steps = getattr(report, "steps", 0)
     dur = getattr(report, "duration_s", 0.0) or 0.0
     n = len(signals)
+    off = _off_kinds(report)
     head = (
         f"tflint profile: {n} runtime finding{'s' if n != 1 else ''} "
-        f"({steps} step{'s' if steps != 1 else ''}, {dur:.2f} s)"
+        f"({steps} step{'s' if steps != 1 else ''}, {dur:.2f} s"
+        + (f"; not collected: {', '.join(off)}" if off else "") + ")"
     )
     rows = [f"  {s.kind} [{s.severity}] {s.message}{_where(s.location)}" for s in signals]
     return "\n".join([head, *rows])
+
+
+def _off_kinds(report: Any) -> list[str]:
+    """The signal kinds left out of the run (``--signals``), the training-health kinds named
+    together when all of them are."""
+    from tflint.profiler.report import SIGNAL_KINDS, TRAINING_HEALTH_KINDS
+
+    hooks = (getattr(report, "metrics", None) or {}).get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    off = [k for k in SIGNAL_KINDS if isinstance(hooks.get(k), dict) and hooks[k].get("status") == "off"]
+    if all(k in off for k in TRAINING_HEALTH_KINDS):
+        off = [k for k in off if k not in TRAINING_HEALTH_KINDS] + ["training-health"]
+    return off
 
 
 def report_html(report: Any) -> str:
