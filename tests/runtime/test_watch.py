@@ -74,6 +74,13 @@ def test_unknown_signal_kind_is_rejected():
         watch(signals={"retrace", "nope"})
 
 
+def test_signal_groups_name_their_kinds():
+    health = {"nan-inf", "dead-parameter", "exploding-gradient", "vanishing-gradient", "loss-stall",
+              "loss-broadcast"}
+    assert watch(signals="retrace,training-health").signals == {"retrace", *health}
+    assert watch(signals=["all"]).signals == watch().signals
+
+
 def test_user_exception_passes_through_and_hooks_are_removed():
     before = snapshot()
     with pytest.raises(ZeroDivisionError):
