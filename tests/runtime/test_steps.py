@@ -170,3 +170,38 @@ def test_steady_steps_counted_in_batches_give_every_figure_of_step_by_step_count
         assert loop.total == pytest.approx(loop.last - loop.first, rel=1e-9)
         # every fetch's wait is attributed: the start-up interval's and the steady ones
         assert loop.steady_wait_s + loop.startup_wait_s == pytest.approx(fetch_wait, rel=1e-6, abs=1e-9)
+
+
+def test_per_step_handlers_run_on_their_clock_after_the_first_steps():
+    """Memory samples and eager input-wait windows follow the step count only for the first
+    DENSE_STEPS steps; after that, fast steps do not call the due handlers every few steps."""
+    import time
+
+    from tflint.runtime.hookbase import DENSE_STEPS
+    from tflint.runtime.memory import MIN_INTERVAL_S
+
+    n = DENSE_STEPS + 1200
+    ds = tf.data.Dataset.from_tensor_slices(tf.ones([64, 4])).batch(8).repeat()
+    step = tf.function(lambda x: tf.reduce_sum(x))
+    with watch(signals={"memory-growth", "input-stall"}) as s:
+        calls = []
+        inner = s._on_step
+
+        def counted(at, now):
+            calls.append(at)
+            inner(at, now)
+
+        s._on_step = counted
+        it = iter(ds)
+        t0 = None
+        for i in range(n):
+            step(next(it))
+            if i == DENSE_STEPS + 100:
+                t0, first = time.perf_counter(), len(calls)
+        elapsed = time.perf_counter() - t0
+        late = len(calls) - first
+        rss = list(s.memory.rss.points)
+    # the clock alone: at most one call per memory tick (input windows close on a coarser grid)
+    assert late <= elapsed / MIN_INTERVAL_S + 3, (late, elapsed)
+    # the first steps keep their resolution: a memory sample every 16 steps
+    assert sum(1 for x, _ in rss if x <= DENSE_STEPS) >= DENSE_STEPS // 16 - 2

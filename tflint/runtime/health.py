@@ -36,7 +36,7 @@ import math
 import weakref
 from typing import Any
 
-from tflint.runtime.hookbase import NEVER, Hook, next_tick, user_site_tf_stack
+from tflint.runtime.hookbase import DENSE_STEPS, NEVER, Hook, next_tick, user_site_tf_stack
 
 KIND = "training-health"
 SAMPLE_EVERY = 8
@@ -45,7 +45,7 @@ SAMPLE_EVERY = 8
 # reads (a read is an eager op, a host copy and Python run right after a step, with cold caches:
 # ~150-280 µs in place; at 1 ms steps, reading every 8 steps costs ~2% of the step time, every
 # 0.1 s ~0.2% of any run)
-DENSE_READ_STEPS = 512
+DENSE_READ_STEPS = DENSE_STEPS
 READ_INTERVAL_S = 0.2
 # gradients this large (512 KB of float32) get their norms and finiteness sampled every
 # LARGE_SAMPLE_EVERY steps, not computed every step: a pass over them is memory-bound, ~0.4 ns

@@ -48,7 +48,7 @@ import weakref
 from typing import Any
 
 from tflint.profiler.report import Location, Signal
-from tflint.runtime.hookbase import NEVER, Hook, ThreadFlags, is_library_file, next_tick, runtime_initialized, user_frame
+from tflint.runtime.hookbase import DENSE_STEPS, NEVER, Hook, ThreadFlags, is_library_file, next_tick, runtime_initialized, user_frame
 
 KIND = "input-stall"
 HIGH = 0.20
@@ -57,7 +57,7 @@ MODERATE = 0.05
 # on a clock grid of this interval, shared with the training-health reads
 READ_INTERVAL_S = 0.2
 FRESH_READ_S = 0.005  # a read of the in-graph totals this recent is used as it is
-WINDOW_STEPS = 8  # eager fetches only: a window is also closed after this many steps
+WINDOW_STEPS = 8  # eager fetches only: for the first DENSE_STEPS steps, a window also closes after this many steps
 SLOW_FETCH_S = 50e-6  # tf.data guide: a ready batch is returned in <= 50 µs
 MIN_STEPS = 5
 READY_FETCH_S = 1e-3  # a prefetched, all-TensorFlow pipeline answering this fast has its data ready
@@ -704,8 +704,8 @@ class InputHook(Hook):
 
     def on_step(self, step: int, now: float) -> tuple[float, float] | None:
         """Close the input-wait window at the next tick of the ``READ_INTERVAL_S`` clock grid
-        (or, when only eager fetches are timed, after ``WINDOW_STEPS`` steps); returns when the
-        next window is due."""
+        (or, when only eager fetches are timed, in the first ``DENSE_STEPS`` steps, after
+        ``WINDOW_STEPS`` steps); returns when the next window is due."""
         if step < 2:
             return None  # the first step includes tracing: measure from the end of it
         if self._win_t is None:
@@ -717,7 +717,7 @@ class InputHook(Hook):
             if self._first is None:
                 self._first = (now, self._win_wait)
             return self._due()
-        if now < self._win_due and (self._graph_probes or step - self._win_step < WINDOW_STEPS):
+        if now < self._win_due and not (self._by_steps() and step - self._win_step >= WINDOW_STEPS):
             return self._due()
         # one read of the in-graph totals serves the window and the step tracker: the window
         # closes at the step count that read them (see READ_INTERVAL_S), or reads them itself
@@ -729,9 +729,13 @@ class InputHook(Hook):
         self._win_due = next_tick(now, READ_INTERVAL_S)
         return self._due()
 
+    def _by_steps(self) -> bool:
+        """Whether the open window also closes after ``WINDOW_STEPS`` steps: only eager fetches
+        are timed, and it would close within the first ``DENSE_STEPS`` steps."""
+        return not self._graph_probes and self._win_step + WINDOW_STEPS <= DENSE_STEPS
+
     def _due(self) -> tuple[float, float]:
-        t = self._win_due
-        return (NEVER if self._graph_probes else self._win_step + WINDOW_STEPS), t
+        return (self._win_step + WINDOW_STEPS if self._by_steps() else NEVER), self._win_due
 
     # ---------------------------------------------------------------------------------
     def _main_dataset(self, loops: list[Any]) -> tuple[dict[str, Any] | None, Any]:

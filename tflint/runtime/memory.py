@@ -1,8 +1,8 @@
 """Memory sampling (host RSS, TensorFlow allocator stats) and the robust growth trend.
 
-Samples are taken on step ticks, every ``EVERY_N_STEPS``-th step or sooner at the next point of a
-``MIN_INTERVAL_S`` clock grid (so slow steps are each sampled, and ~5 ms steps every tenth; the grid
-is shared with the other hooks' reads): host RSS from
+Samples are taken on step ticks at the next point of a ``MIN_INTERVAL_S`` clock grid (so slow
+steps are each sampled, and ~5 ms steps every tenth; the grid is shared with the other hooks'
+reads), and in the first ``DENSE_STEPS`` steps also every ``EVERY_N_STEPS``-th step: host RSS from
 ``/proc/self/statm`` read through a file descriptor kept open (about 7 µs; reopening it each time
 costs ~15x more), falling back to ``resource.getrusage`` peak RSS elsewhere; and
 ``tf.config.experimental.get_memory_info`` for ``CPU:0`` (works with oneDNN, counts allocations
@@ -23,11 +23,11 @@ import time
 from typing import Any
 
 from tflint.profiler import stats as _stats
-from tflint.runtime.hookbase import NEVER, Hook, next_tick
+from tflint.runtime.hookbase import DENSE_STEPS, NEVER, Hook, next_tick
 
 KIND = "memory-growth"
 MIN_INTERVAL_S = 0.05  # a sample (and the call of every per-step handler) costs ~20-90 µs in place
-EVERY_N_STEPS = 16  # ... or every 16th step, so short runs of tiny steps still get a trend
+EVERY_N_STEPS = 16  # ... or, for the first DENSE_STEPS steps, every 16th step: short runs of tiny steps still get a trend
 
 # growth gate (see analyze)
 WARMUP_FRACTION = 0.2
@@ -138,8 +138,8 @@ class MemorySampler(Hook):
         now = time.perf_counter() if now is None else now
         if not self.active and not force:
             return NEVER, NEVER
-        if not force and now < self._next_t and 0 <= step - self._last_step < EVERY_N_STEPS:
-            return self._last_step + EVERY_N_STEPS, self._next_t
+        if not force and now < self._next_t and (step >= DENSE_STEPS or 0 <= step - self._last_step < EVERY_N_STEPS):
+            return (self._last_step + EVERY_N_STEPS if step < DENSE_STEPS else NEVER), self._next_t
         self._last_step = step
         if self._tf_pending:
             self._probe_tf_memory()
@@ -157,7 +157,7 @@ class MemorySampler(Hook):
                 except Exception:  # noqa: BLE001
                     pass
         self._next_t = next_tick(now, MIN_INTERVAL_S)  # the read clock's grid is a multiple of this one
-        return step + EVERY_N_STEPS, self._next_t
+        return (step + EVERY_N_STEPS if step < DENSE_STEPS else NEVER), self._next_t
 
     def tf_memory_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
