@@ -260,36 +260,21 @@ def _usage(message: str) -> NoReturn:
 def _signals_option(line: str, magic: str) -> tuple[list[str], frozenset[str] | None]:
     """The words of a magic's line other than ``--signals KINDS``, and those kinds (None when
     the option is not given); a bad option is a :class:`UsageError`."""
-    import shlex
+    from IPython.core.magic_arguments import MagicArgumentParser
 
     from tflint.profiler.runner import ProfileUsageError, parse_kinds
 
+    parser = MagicArgumentParser(prog=magic)
+    parser.add_argument("--signals", metavar="KINDS")
+    parser.add_argument("words", nargs="*")
+    args = parser.parse_argstring(line)
+    if args.signals is None:
+        return args.words, None
     try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        _usage(f"{magic}: {exc}")
-    rest: list[str] = []
-    value: str | None = None
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if w == "--signals" or w.startswith("--signals="):
-            if w == "--signals":
-                if i + 1 >= len(words):
-                    _usage(f"{magic}: --signals needs a comma-separated list of signal kinds")
-                i += 1
-                w = "--signals=" + words[i]
-            value = w.split("=", 1)[1]
-        else:
-            rest.append(w)
-        i += 1
-    if value is None:
-        return rest, None
-    try:
-        kinds = parse_kinds(value, "--signals")
+        kinds = parse_kinds(args.signals, "--signals")
     except ProfileUsageError as exc:
         _usage(f"{magic}: {exc}")
-    return rest, kinds
+    return args.words, kinds
 
 
 _EXTENSIONS: dict[int, TflintExtension] = {}

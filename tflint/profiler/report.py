@@ -22,6 +22,23 @@ SIGNAL_KINDS = ("retrace", "none-gradient", "soft-placement", "input-stall", "me
 TRAINING_HEALTH_KINDS = SIGNAL_KINDS[5:]
 #: Names that stand for several kinds in ``--signals``, ``--fail-on`` and ``watch(signals=...)``.
 SIGNAL_GROUPS = {"all": SIGNAL_KINDS, "training-health": TRAINING_HEALTH_KINDS}
+
+
+def expand_signal_names(names: Any) -> tuple[set[str], list[str]]:
+    """Signal kinds and group names (a comma-separated string or an iterable) -> the kinds they
+    stand for, and the names that are neither, in order."""
+    if isinstance(names, str):
+        names = names.split(",")
+    kinds: set[str] = set()
+    unknown: list[str] = []
+    for name in (str(n).strip() for n in names):
+        if name in SIGNAL_GROUPS:
+            kinds.update(SIGNAL_GROUPS[name])
+        elif name in SIGNAL_KINDS:
+            kinds.add(name)
+        elif name:
+            unknown.append(name)
+    return kinds, unknown
 #: Kinds only a merged report (``tflint report merge``) has: they compare workers.
 MERGED_SIGNAL_KINDS = ("straggler",)
 SEVERITIES = ("error", "warning", "info")

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tflint.profiler.report import SIGNAL_GROUPS, SIGNAL_KINDS
+from tflint.profiler.report import SIGNAL_KINDS, expand_signal_names
 
 #: Exit status of a run whose script exited 0 while a ``--fail-on`` signal fired.
 FAIL_ON_EXIT_CODE = 3
@@ -72,18 +72,12 @@ class Outcome:
 def parse_kinds(value: str, option: str) -> frozenset[str]:
     """``"retrace,none-gradient"`` -> the set of kinds; ``"all"`` -> every kind;
     ``"training-health"`` -> its six kinds. Bad input raises :class:`ProfileUsageError`."""
-    kinds: set[str] = set()
-    for part in value.split(","):
-        part = part.strip()
-        if part in SIGNAL_GROUPS:
-            kinds.update(SIGNAL_GROUPS[part])
-        elif part in SIGNAL_KINDS:
-            kinds.add(part)
-        elif part:
-            raise ProfileUsageError(
-                f"{option}: unknown signal kind {part!r} (expected a comma-separated list of "
-                f"{', '.join(SIGNAL_KINDS)}, training-health (its six kinds), or all)"
-            )
+    kinds, unknown = expand_signal_names(value)
+    if unknown:
+        raise ProfileUsageError(
+            f"{option}: unknown signal kind {unknown[0]!r} (expected a comma-separated list of "
+            f"{', '.join(SIGNAL_KINDS)}, training-health (its six kinds), or all)"
+        )
     if not kinds:
         raise ProfileUsageError(f"{option}: no signal kinds given")
     return frozenset(kinds)

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from tflint.profiler.report import SIGNAL_GROUPS, SIGNAL_KINDS
+from tflint.profiler.report import SIGNAL_GROUPS, SIGNAL_KINDS, expand_signal_names
 from tflint.runtime.health import HEALTH_KINDS
 from tflint.runtime.hookbase import NEVER
 from tflint.runtime.store import Store
@@ -40,12 +40,7 @@ class ProfileSession:
         if signals is None:
             chosen = set(SIGNAL_KINDS)
         else:
-            if isinstance(signals, str):
-                signals = [s for s in signals.split(",") if s]
-            chosen = set()
-            for name in (str(s).strip() for s in signals):  # a kind, or a name for several
-                chosen.update(SIGNAL_GROUPS.get(name, (name,)))
-            unknown = sorted(chosen - set(SIGNAL_KINDS))
+            chosen, unknown = expand_signal_names(signals)
             if unknown:
                 raise ValueError(f"unknown signal kind(s) {', '.join(unknown)}; choose from {', '.join(SIGNAL_KINDS)}, "
                                  f"{', '.join(SIGNAL_GROUPS)}")
