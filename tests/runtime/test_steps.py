@@ -72,6 +72,36 @@ def test_a_tf_function_without_optimizer_is_not_a_training_loop_once_one_exists(
     assert summary["steps"] == 6
 
 
+def test_fit_counts_training_batches_only_not_validation_or_evaluate_batches():
+    """Keras builds its test function like its train function, around the same model: its
+    validation and ``evaluate`` batches are not training steps, and the time they take is in no
+    steady step interval (the first training step after them starts again)."""
+    import time
+
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((200, 4)).astype("float32")
+    y = x[:, :1] * 2.0
+
+    class SlowValidation(tf.keras.callbacks.Callback):
+        def on_test_batch_end(self, batch, logs=None):
+            time.sleep(0.05)
+
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    model.compile(tf.keras.optimizers.SGD(0.01), "mse")
+    with watch() as s:
+        # 180 training samples in batches of 20: 9 steps per epoch; 20 validation samples (1 batch)
+        model.fit(x, y, batch_size=20, epochs=3, validation_split=0.1, verbose=0, callbacks=[SlowValidation()])
+        model.evaluate(x, y, batch_size=20, verbose=0)  # 10 more batches of the test function
+    summary = s.steps.summary()
+    assert [(lp["kind"], lp["steps"]) for lp in summary["loops"]] == [("keras", 27)]
+    assert summary["steps"] == 27
+    loop = summary["loops"][0]
+    assert loop["startup_intervals"] == 3  # the first step, and the first after each validation run
+    steady = [dt for _, dt in s.steps.main_loop().series.points]
+    assert steady and max(steady) < 0.05, steady  # no interval holds a 50 ms validation batch
+
+
 def test_without_optimizer_the_most_called_tf_function_counts():
     w = tf.Variable(1.0)
 

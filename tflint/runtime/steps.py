@@ -123,6 +123,33 @@ def _keras_model_of(fn: Any) -> Any:
     return None
 
 
+def _keras_step_method(fn: Any) -> str | None:
+    """The name of the model method a Keras step function runs (``train_step``, ``test_step``):
+    Keras builds the train and test functions alike, around the ``step_function`` it is given
+    (``_make_function(self.train_step)``), so only that closure cell tells them apart. None when
+    it cannot be found."""
+    todo = [getattr(fn, "_python_function", fn)]
+    seen: set[int] = set()
+    while todo and len(seen) < 16:
+        py = todo.pop()
+        if py is None or id(py) in seen:
+            continue
+        seen.add(id(py))
+        code = getattr(py, "__code__", None)
+        cells = getattr(py, "__closure__", None) or ()
+        for name, cell in zip(getattr(code, "co_freevars", ()), cells):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if name == "step_function":
+                return getattr(v, "__name__", None)
+            if name == "one_step_on_data":  # the inner step: a tf.function or Keras' wrapper of one
+                todo.append(getattr(v, "_python_function", None) or getattr(v, "__wrapped__", None) or v)
+        todo.append(getattr(py, "__wrapped__", None))
+    return None
+
+
 class StepTracker(Hook):
     kind = "steps"
 
@@ -411,7 +438,10 @@ class StepTracker(Hook):
         if getattr(py, "__name__", None) in KERAS_STEP_FUNCTIONS:
             model = _keras_model_of(fn)
             if model is not None:
-                key = ("keras", id(model))
+                method = _keras_step_method(fn)
+                # the test function (validation, evaluate) is built like the train function and
+                # closes over the same model: a key of its own keeps its batches out of the steps
+                key = ("keras", id(model)) if method in (None, "train_step") else ("keras:" + method, id(model))
         if len(self._fn_keys) >= MAX_FN_KEYS:
             self._fn_keys.clear()
         try:
@@ -458,6 +488,10 @@ class StepTracker(Hook):
             if loop.n >= BATCH_AFTER and self._last_loop is loop:
                 self._fast_fn, self._fast_src, self._fast_loop = fn, loop, True
             return
+        if key is not None and key[0] != "keras" and str(key[0]).startswith("keras:"):
+            # a Keras model's validation or evaluate batch: the next training step starts again
+            # (a start-up interval), so that no step interval holds the validation run
+            self._last_loop = None
         if self.status != "failed":
             self._tick(id(fn), fn, "function", t0, t1)  # the caller catches and disables us on error
             src = self._sources.get(id(fn))
