@@ -102,6 +102,24 @@ def test_trend_ignores_warmup_spike_and_slow_creep():
     assert t["mk_z"] > 3 and t["growth"] is False
 
 
+def test_trend_ignores_growth_that_levels_off():
+    """Shapes measured on short real ``fit`` runs: a rise when a second ``fit`` retraces (or the
+    validation and evaluate functions are first traced), then flat; and a rise that slows to a
+    creep. The whole window's slope is significant, but over its last half memory is flat."""
+    rng = random.Random(3)
+    base = 895 * MiB
+    # 330 steps: flat, +52 MiB at step 165, +15 MiB over the next 48 steps, then flat (+-2 MiB)
+    shift = _series(330, lambda i: base + (52 * MiB if i >= 165 else 0) + min(max(i - 165, 0), 48) * 0.3 * MiB
+                    + rng.randint(-2 * MiB, 2 * MiB))
+    t = analyze(shift)
+    assert t["mk_z"] > 3 and t["slope_bytes_per_step"] > 4 * 1024  # what reported it before
+    assert t["growth"] is False and "levelled off" in t["reason"]
+    # 825 steps: +110 KiB/step up to step 490, then +24 KiB/step (8 MiB in all)
+    slowing = _series(825, lambda i: 700 * MiB + min(i, 490) * 110 * 1024 + max(i - 490, 0) * 24 * 1024
+                      + rng.randint(-MiB, MiB))
+    assert analyze(slowing)["growth"] is False
+
+
 def test_trend_flags_real_growth_and_allocator_steps():
     rng = random.Random(2)
     base = 500 * MiB

@@ -290,16 +290,20 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     # project no further than this run went: as many steps again, at most PROJECT_STEPS
     run_steps = session.steps.count if session.steps is not None else last_step
     horizon = int(max(1, min(PROJECT_STEPS, run_steps or last_step)))
-    projected = t["last_bytes"] + slope * horizon
+    rate = t.get("late_slope_bytes_per_step", slope)  # the rate of the window's last half: the growth going on
+    projected = t["last_bytes"] + rate * horizon
     what = "host RSS" if name == "host_rss" else f"TensorFlow {name[3:]} allocator memory"
     causes = _memory_causes(session, t, containers)
     msg = (f"{what} grows {_mib(slope)}/step ({_mib(t['growth_bytes'])} over steps {first_step}–{last_step}, "
-           f"after warm-up); if it keeps this rate, another {horizon:,} steps (as many as this run) add "
-           f"{_mib(slope * horizon)} (≈{_mib(projected)} in all).")
+           f"after warm-up; {_mib(rate)}/step over the last half); if it keeps that rate, another {horizon:,} "
+           f"steps (as many as this run) add {_mib(rate * horizon)} (≈{_mib(projected)} in all).")
     if causes:
         msg += " Measured cause: " + "; ".join(c["text"] for c in causes) + "."
     else:
-        msg += " No cause was measured (no growing container of tensors in the loop's frames, no live persistent tape, no retraces while it grew)."
+        n_re = _retraces_in(session, t["window_steps"])
+        re_text = "no retraces" if n_re == 0 else f"only {n_re} retrace"
+        msg += (" No cause was measured (no growing container of tensors in the loop's frames, no live persistent "
+                f"tape, {re_text} while it grew).")
     msg += (" Fix: do not keep per-step tensors/arrays alive (append float(loss) or loss.numpy(), not the tensor), "
             "release persistent tapes (del tape), and stop retracing.")
     src = session.steps.main_loop() if session.steps is not None else None
@@ -372,16 +376,22 @@ def _memory_causes(session: Any, trend: dict[str, Any], containers: list[dict[st
         if n:
             causes.append({"kind": "persistent-tape", "count": n,
                            "text": f"{n} persistent GradientTape(s) still alive (they keep every recorded tensor)"})
-    rt = session.retrace
-    if rt is not None and rt.retraces:
+    n_re = _retraces_in(session, trend["window_steps"])
+    if n_re >= 2:
         lo, hi = trend["window_steps"]
-        pts = session.store.series("retraces").downsample(400)
-        in_window = [p for p in pts if lo <= p[0] <= hi]
-        if len(in_window) >= 2:
-            causes.append({"kind": "retrace", "count": len(in_window),
-                           "text": f"{len(in_window)} retraces while it grew (steps {int(lo)}–{int(hi)}; each trace keeps a graph alive)"})
+        causes.append({"kind": "retrace", "count": n_re,
+                       "text": f"{n_re} retraces while it grew (steps {int(lo)}–{int(hi)}; each trace keeps a graph alive)"})
     causes.extend(containers[:3])
     return causes
+
+
+def _retraces_in(session: Any, window: list[float]) -> int:
+    """Retraces recorded at steps inside ``window``."""
+    rt = session.retrace
+    if rt is None or not rt.retraces:
+        return 0
+    lo, hi = window
+    return sum(1 for p in session.store.series("retraces").downsample(400) if lo <= p[0] <= hi)
 
 
 # --------------------------------------------------------------------------- input-stall

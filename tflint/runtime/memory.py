@@ -12,7 +12,8 @@ script from configuring its devices at start-up).
 
 The trend (``analyze``) drops the warm-up, downsamples, and combines a Theil–Sen slope with a
 Mann–Kendall test (``tflint.profiler.stats``) and a magnitude gate, so a clean run's slow creep, allocator steps and single
-spikes are not reported as growth.
+spikes are not reported as growth; the growth must still be going on over the last half of the
+window, so a one-off rise that then levels off is not reported either.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ MIN_Z = 3.0
 MIN_TOTAL_GROWTH = 32 * 1024 * 1024
 MIN_GROWTH_FRACTION = 0.05
 MIN_POINTS = 12
+# ... and the growth must go on: over the last half of the window alone, the rate must still be
+# significant and large enough to pass the gate had it held over the whole window. A one-off
+# level shift (a second ``fit`` that retraces, validation and evaluate functions traced for the
+# first time, allocator arenas filling in a short run) rises and then stays flat
+MIN_Z_LATE = 2.0
 
 
 class MemorySampler(Hook):
@@ -226,6 +232,19 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
     gate = max(MIN_TOTAL_GROWTH, MIN_GROWTH_FRACTION * baseline)
     out["min_growth_bytes"] = gate
     out["growth"] = bool(slope > MIN_SLOPE_BYTES_PER_STEP and z > MIN_Z and growth > gate)
+    if out["growth"]:
+        mid = (xs[0] + xs[-1]) / 2
+        late = [(x, y) for x, y in zip(xs, ys) if x >= mid]
+        if len(late) >= MIN_POINTS // 2:
+            late_slope = theil_sen([p[0] for p in late], [p[1] for p in late])
+            late_z = mann_kendall_z([p[1] for p in late])
+        else:
+            late_slope, late_z = 0.0, 0.0
+        out.update({"late_slope_bytes_per_step": late_slope, "late_mk_z": late_z, "late_window_steps": [mid, xs[-1]]})
+        if not (late_slope > MIN_SLOPE_BYTES_PER_STEP and late_z > MIN_Z_LATE
+                and late_slope * (xs[-1] - xs[0]) > gate):
+            out["growth"] = False
+            out["reason"] = "grew, then levelled off: no significant growth over the last half of the window"
     return out
 
 
