@@ -217,6 +217,35 @@ def test_keras_callback_reports_untracked_variables_and_restores():
     assert list(context.context().op_callbacks) == before_callbacks
 
 
+def test_a_first_layer_cut_off_by_dead_relus_is_told_from_vanishing_gradients():
+    """A ReLU layer that outputs 0 for every input passes back no gradient at all: the layers
+    before it get exactly zero, not a small gradient, and sigmoid-to-ReLU advice would not help."""
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8),
+                              keras.layers.Dense(16, activation="relu", bias_initializer=keras.initializers.Constant(-100.0)),
+                              keras.layers.Dense(1)])
+    opt = keras.optimizers.Adam(1e-3)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((64, 8)).astype(np.float32))
+    y = tf.reduce_sum(x, axis=1, keepdims=True)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    with watch() as s:
+        for _ in range(80):
+            step()
+    rep = s.report()
+    (sig,) = [x for x in rep.signals if x.kind == "vanishing-gradient"]
+    assert sig.details["cause"] == "zero-gradient" and sig.details["zero_share"] == 1.0
+    assert sig.details["first_layer"].endswith("/" + model.layers[0].name)
+    assert "exactly zero" in sig.message and "sigmoid" not in sig.message
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

@@ -7,7 +7,8 @@ step inside the graph, read every ``SAMPLE_EVERY`` steps; numpy every few steps 
   names the first sampled step and the layer with the largest norm there;
 * vanishing: the first trainable layer's norm stays below ``VANISH_RATIO`` × the last layer's
   on most (``VANISH_SHARE``) of the sampled steps (AutoTrainer's criterion), the last layer's
-  norm being non-negligible.
+  norm being non-negligible. A first layer whose gradient is *exactly* zero on most of those
+  steps is told apart: nothing flows back at all (dead ReLUs, a cut path), and the fix differs.
 """
 
 from __future__ import annotations
@@ -78,17 +79,24 @@ class VanishingGradientHook(Hook):
         if len(common) < MIN_POINTS:
             return None
         ratios = []
+        zero_steps = []
         for x in common:
             if b[x] > 1e-8 and math.isfinite(b[x]) and math.isfinite(a[x]):
                 ratios.append(a[x] / b[x])
+                if a[x] == 0.0:
+                    zero_steps.append(x)
         if len(ratios) < MIN_POINTS:
             return None
         below = sum(1 for r in ratios if r < VANISH_RATIO)
         if below < VANISH_SHARE * len(ratios):
             return None
         ratios.sort()
-        return {"first_layer": first_l, "last_layer": last_l, "median_ratio": ratios[len(ratios) // 2],
-                "share_below": below / len(ratios), "samples": len(ratios), "threshold": VANISH_RATIO}
+        out = {"first_layer": first_l, "last_layer": last_l, "median_ratio": ratios[len(ratios) // 2],
+               "share_below": below / len(ratios), "samples": len(ratios), "threshold": VANISH_RATIO,
+               "zero_share": len(zero_steps) / len(ratios)}
+        if zero_steps:
+            out["first_zero_step"] = int(zero_steps[0])
+        return out
 
 
 def _judged(hook: Any, mon: Any) -> dict[str, Any] | None:
@@ -128,7 +136,18 @@ def signals(session: Any) -> list[Any]:
     va = session.hooks.get("vanishing-gradient")
     if va is not None and "vanishing-gradient" in session.signals:
         j = _judged(va, mon)
-        if j is not None:
+        if j is not None and j.get("zero_share", 0.0) >= VANISH_SHARE:
+            # not small: none at all. Backpropagation stops upstream (ReLUs that no longer fire)
+            msg = (f"No gradient reaches the early layers: the first trainable layer `{j['first_layer']}` gets a "
+                   f"gradient of exactly zero on {100 * j['zero_share']:.0f}% of {j['samples']} sampled steps (from step "
+                   f"{j['first_zero_step']}), while the last layer `{j['last_layer']}` trains. Usually a layer of ReLU "
+                   "units that output 0 for every input (dead ReLUs: too high a learning rate, unnormalised inputs), or "
+                   "a path cut by an integer cast or stop_gradient. Fix: lower the learning rate, normalise the inputs, "
+                   "use LeakyReLU/GELU there, or remove the cut.")
+            out.append(Signal(kind="vanishing-gradient", severity="warning", message=msg, location=loc,
+                              details={**j, "cause": "zero-gradient",
+                                       "fix": "lower the learning rate, normalise the inputs, or use LeakyReLU"}))
+        elif j is not None:
             msg = (f"Gradients vanish: the first trainable layer `{j['first_layer']}` gets a gradient norm "
                    f"{j['median_ratio']:.1e}× that of the last layer `{j['last_layer']}` (median over {j['samples']} sampled "
                    f"steps, below {VANISH_RATIO:g}× on {100 * j['share_below']:.0f}% of them): the early layers barely train. "
