@@ -246,6 +246,35 @@ def test_a_first_layer_cut_off_by_dead_relus_is_told_from_vanishing_gradients():
     assert "exactly zero" in sig.message and "sigmoid" not in sig.message
 
 
+def test_a_bias_the_loss_is_blind_to_is_reported_as_such_not_as_a_cut_path():
+    """A WGAN critic's loss, mean(critic(fake)) - mean(critic(real)), does not change when a
+    constant is added to the critic's output: its output bias gets exactly zero gradient and never
+    moves while its kernel trains. Worth an info, with use_bias=False, not the cut-path advice."""
+    critic = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    opt = keras.optimizers.Adam(1e-3)
+    rng = np.random.default_rng(0)
+    real = tf.constant(rng.standard_normal((32, 4)).astype(np.float32) + 1.0)
+    fake = tf.constant(rng.standard_normal((32, 4)).astype(np.float32))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(real))
+        grads = tape.gradient(loss, critic.trainable_variables)
+        opt.apply_gradients(zip(grads, critic.trainable_variables))
+
+    bias = critic.layers[-1].bias
+    before = bias.numpy().copy()
+    with watch() as s:
+        for _ in range(40):
+            step()
+    assert np.array_equal(bias.numpy(), before)  # the premise: it never moves
+    rep = s.report()
+    (sig,) = [x for x in rep.signals if x.kind == "dead-parameter"]
+    assert sig.severity == "info" and sig.details["variables"] == [bias.path]
+    assert "use_bias=False" in sig.message and sig.details["rule"] is None
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

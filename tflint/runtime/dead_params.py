@@ -167,6 +167,18 @@ class DeadParameterHook(Hook):
         return out
 
 
+def _bias_of_a_training_layer(d: dict[str, Any], mon: Any, dead_names: set[str]) -> bool:
+    """``d`` is a layer's bias (rank 1, named ``bias``) and the layer's other variables changed."""
+    from tflint.runtime.health import layer_of
+
+    name = d["name"]
+    if len(d["shape"]) != 1 or name.rsplit("/", 1)[-1].split(":")[0] != "bias" or "/" not in name:
+        return False
+    layer = layer_of(name)
+    siblings = [i["name"] for i in mon.variables.values() if i["name"] != name and layer_of(i["name"]) == layer]
+    return bool(siblings) and not any(n in dead_names for n in siblings)
+
+
 def _none_reasons(session: Any) -> dict[str, tuple[str, Any]]:
     out: dict[str, tuple[str, Any]] = {}
     for r in session.store.records_of("none-gradient"):
@@ -217,7 +229,9 @@ def signals(session: Any) -> list[Any]:
     lrs = mon.learning_rates()
     groups: dict[str, list[dict[str, Any]]] = {}
     extra: dict[str, Any] = {}
-    for d in hook.dead(mon):
+    dead = hook.dead(mon)
+    dead_names = {d["name"] for d in dead}
+    for d in dead:
         info = d["info"]
         if info["grads"] == 0:
             reason, site = nones.get(d["name"], (None, info.get("none_site")))
@@ -226,7 +240,7 @@ def signals(session: Any) -> list[Any]:
         elif d["vid"] not in mon.applied_ids:
             key = "not-applied"
         elif info["sampled"] and info["maxsq"] == 0:
-            key = "zero"
+            key = "zero-bias" if _bias_of_a_training_layer(d, mon, dead_names) else "zero"
         elif lrs and all(lr == 0 for _, lr in lrs if lr is not None) and any(lr is not None for _, lr in lrs):
             key = "lr-zero"
         else:
@@ -248,6 +262,14 @@ def signals(session: Any) -> list[Any]:
             why = "its gradient was computed but it was never passed to the optimizer"
             fix = "pass every trainable variable to optimizer.apply_gradients (zip(grads, model.trainable_variables))"
             code = "not-passed-to-optimizer"
+        elif key == "zero-bias":
+            # the layer's other weights train: the loss is blind to a constant added to the layer's
+            # output, so the bias has nothing to learn (a WGAN critic's mean(fake) - mean(real))
+            why = ("its gradient was always exactly zero while the rest of its layer trained: the loss does not change "
+                   "when a constant is added to that layer's output (a difference of two means of it, as in a WGAN "
+                   "critic's loss, or a normalisation right after it), so the bias can learn nothing")
+            fix = "create that layer with use_bias=False (nothing else is wrong)"
+            code = "gradient-zero"
         elif key == "zero":
             why = ("its gradient was always exactly zero (cut by an integer cast, argmax/round or stop_gradient on the "
                    "path, a ReLU that is never active upstream, or float16 underflow)")
@@ -259,7 +281,7 @@ def signals(session: Any) -> list[Any]:
             fix = "set a learning rate > 0"
             code = "learning-rate-zero"
         msg = f"{len(names)} trainable variable(s) never changed during training although the optimizer ran: {shown}; {why}. Fix: {fix}."
-        out.append(Signal(kind=KIND, severity="warning", message=msg,
+        out.append(Signal(kind=KIND, severity="info" if key == "zero-bias" else "warning", message=msg,
                           location=Location(str(site[0]), int(site[1])) if site else None,
                           details={"reason": code, "variables": names, "shapes": [d["shape"] for d in ds], "rule": rule,
                                    "fix": fix, "count": len(names)}))
