@@ -275,6 +275,49 @@ def test_a_bias_the_loss_is_blind_to_is_reported_as_such_not_as_a_cut_path():
     assert "use_bias=False" in sig.message and sig.details["rule"] is None
 
 
+def test_a_gans_two_losses_are_not_judged_as_a_stalled_loss():
+    """A GAN's discriminator and generator losses hover at equilibrium, as they should, and the
+    loss series holds both: judged as one loss they can read as flat (seen on a 4000-step run of
+    this loop). Two gradient calls at two places that train disjoint variables are told apart,
+    and no stall is judged for them, however flat the series."""
+    from tflint.runtime import loss_stall
+    from tflint.runtime.store import Series
+
+    keras.utils.set_random_seed(0)
+    gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+    disc = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    g_opt, d_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    real = tf.constant(np.random.default_rng(0).standard_normal((64, 2)).astype(np.float32) * 0.5 + 2.0)
+
+    @tf.function
+    def step():
+        z = tf.random.normal([64, 4])
+        with tf.GradientTape() as d_tape:
+            real_logits, fake_logits = disc(real), disc(gen(z))
+            d_loss = bce(tf.ones_like(real_logits), real_logits) + bce(tf.zeros_like(fake_logits), fake_logits)
+        d_grads = d_tape.gradient(d_loss, disc.trainable_variables)
+        d_opt.apply_gradients(zip(d_grads, disc.trainable_variables))
+        with tf.GradientTape() as g_tape:
+            fake_logits = disc(gen(z))
+            g_loss = bce(tf.ones_like(fake_logits), fake_logits)
+        g_grads = g_tape.gradient(g_loss, gen.trainable_variables)
+        g_opt.apply_gradients(zip(g_grads, gen.trainable_variables))
+
+    with watch() as s:
+        for _ in range(300):
+            step()
+    assert s.health.separate_losses()
+    # two losses hovering around 1.39 and 0.69, interleaved as the probes' reads give them
+    flat = Series(512)
+    for x in range(8, 3000, 8):
+        flat.add(x, 1.39 + 0.01 * ((x // 8) % 3))
+        flat.add(x, 0.69 + 0.01 * ((x // 8) % 2))
+    s.health.loss = flat
+    assert s.hooks["loss-stall"].judge(flat.downsample(400)) is not None  # as one loss: flat
+    assert loss_stall.signals(s) == []
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

@@ -58,6 +58,8 @@ LARGE_SAMPLE_EVERY = 32
 MAX_PROBES_READ = 8
 STALE_READ_S = 1.0
 MAX_PROBES = 256
+MAX_LOSS_SITES = 16
+EAGER_SITE_CALLS = 64  # eager gradient calls whose place in the code is looked up (a GAN shows both at once)
 MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
 MAX_VARIABLES = 4096
@@ -184,6 +186,8 @@ class HealthMonitor(Hook):
         self.optimizers: dict[int, Any] = {}
         self.applies = 0
         self.empty_sources_sites: list[Any] = []
+        # gradient call site -> names of the variables differentiated there (see separate_losses)
+        self.loss_sites: dict[Any, set[str]] = {}
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
@@ -242,9 +246,26 @@ class HealthMonitor(Hook):
             except Exception as exc:  # noqa: BLE001
                 b.fail(exc, "loss shape check")
         if eager:
+            if self.eager_calls < EAGER_SITE_CALLS:
+                self._note_loss_site(user_site_tf_stack(), flat_sources)
             self._eager_step(target, flat_sources, flat_grads)
         else:
+            n_probes = len(self.probes)
             self._build_probe(target, flat_sources, flat_grads)
+            if len(self.probes) > n_probes:
+                self._note_loss_site(self.probes[-1].site, flat_sources)
+
+    def _note_loss_site(self, site: Any, sources: list[Any]) -> None:
+        if len(self.loss_sites) < MAX_LOSS_SITES or site in self.loss_sites:
+            self.loss_sites.setdefault(site, set()).update(var_name(s) for s in sources)
+
+    def separate_losses(self) -> bool:
+        """Two gradient calls, at two places in the code, differentiate disjoint sets of variables:
+        a GAN's discriminator and generator losses (or two models trained side by side). Their
+        losses share the loss series, and neither is meant to fall with the other. The replicas of
+        a strategy make their gradient calls at one place."""
+        sets = list(self.loss_sites.values())
+        return any(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1:])
 
     def on_apply(self, opt: Any, grads: list[Any], variables: list[Any]) -> None:
         self.applies += 1

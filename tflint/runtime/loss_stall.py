@@ -6,7 +6,10 @@ the Theil–Sen trend changes the loss by less than ``FLAT_RELATIVE`` of its lev
 of the run, *and* the loss at the end is not materially below the loss at the start (so a run
 that converged early and then plateaued is not a stall). A loss at ~0 (already fitted) or
 non-finite (``nan-inf`` says why) is not judged. Causes looked for: all gradients ``None`` or
-zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels.
+zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels. A run whose
+gradient calls, at two places in the code, train disjoint sets of variables (a GAN's
+discriminator and generator) is not judged: neither loss is meant to fall, and the loss series
+holds both.
 
 Labels are seen where a Keras loss (``compile(loss=...)`` or a ``keras.losses`` object called in
 a custom loop) receives them inside a traced step: ``Loss.__call__`` is wrapped, and at trace
@@ -214,7 +217,10 @@ def signals(session: Any) -> list[Any]:
     hook = session.hooks.get(KIND)
     if mon is None or hook is None:
         return []
-    j = hook.judge(mon.loss.downsample(400), labels_constant=constant_labels(session) is not None)
+    labels_constant = constant_labels(session) is not None
+    if mon.separate_losses() and not labels_constant:
+        return []  # a GAN's losses: each player's loss is not meant to fall, and the series mixes them
+    j = hook.judge(mon.loss.downsample(400), labels_constant=labels_constant)
     if j is None:
         return []
     cs = causes(session)
