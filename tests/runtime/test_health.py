@@ -318,6 +318,28 @@ def test_a_gans_two_losses_are_not_judged_as_a_stalled_loss():
     assert loss_stall.signals(s) == []
 
 
+def test_each_fit_call_is_judged_on_its_own_for_a_stall():
+    """Two ``fit`` calls: the first learns, the second (its learning rate set to 0) cannot. As one
+    series the run went down; judged per call, the second call's stall is found, in its steps."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.05), "mse")
+    x = np.random.default_rng(0).standard_normal((320, 8)).astype(np.float32)
+    y = x[:, :1] + x[:, 1:2]
+    with watch() as s:
+        model.fit(x, y, batch_size=320, epochs=50, verbose=0)  # 50 steps of one batch
+        model.optimizer.learning_rate.assign(0.0)
+        model.fit(x, y, batch_size=320, epochs=120, verbose=0)  # 120 more: nothing moves
+    hook = s.hooks["loss-stall"]
+    assert [st for st, _ in hook.fit_starts] == [0, 50]
+    pts = s.health.loss.downsample(400)
+    segs = hook.fit_segments(pts, graph_steps=True)
+    assert len(segs) == 2 and max(p[0] for p in segs[0]) <= 50 < min(p[0] for p in segs[1])
+    assert hook.judge(pts) is None  # as one series, the loss went down
+    (sig,) = [x for x in s.report().signals if x.kind == "loss-stall"]
+    assert sig.details["window_steps"][0] > 50 and "lr-zero" in {c["kind"] for c in sig.details["causes"]}
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

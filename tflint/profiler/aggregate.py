@@ -290,12 +290,12 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     # project no further than this run went: as many steps again, at most PROJECT_STEPS
     run_steps = session.steps.count if session.steps is not None else last_step
     horizon = int(max(1, min(PROJECT_STEPS, run_steps or last_step)))
-    rate = t.get("late_slope_bytes_per_step", slope)  # the rate of the window's last half: the growth going on
+    rate = t.get("late_slope_bytes_per_step", slope)  # the rate of the window's last third: the growth going on
     projected = t["last_bytes"] + rate * horizon
     what = "host RSS" if name == "host_rss" else f"TensorFlow {name[3:]} allocator memory"
     causes = _memory_causes(session, t, containers)
     msg = (f"{what} grows {_mib(slope)}/step ({_mib(t['growth_bytes'])} over steps {first_step}–{last_step}, "
-           f"after warm-up; {_mib(rate)}/step over the last half); if it keeps that rate, another {horizon:,} "
+           f"after warm-up; {_mib(rate)}/step over its last third); if it keeps that rate, another {horizon:,} "
            f"steps (as many as this run) add {_mib(rate * horizon)} (≈{_mib(projected)} in all).")
     if causes:
         msg += " Measured cause: " + "; ".join(c["text"] for c in causes) + "."

@@ -298,6 +298,11 @@ class HealthMonitor(Hook):
         at once for a tick that passed while they were off (the probes kept counting)."""
         self._next_read = max(self._next_read, next_tick(now, READ_INTERVAL_S))
 
+    def read_now(self) -> None:
+        """Read every probe at once (a new ``fit`` begins: the steps since the last read belong
+        to the one before)."""
+        self._read_probes(self.probes, final=True)
+
     def collect(self) -> None:
         """Final read of every probe, once, when the report is built."""
         self._read_probes(self.probes, final=True)

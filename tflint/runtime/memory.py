@@ -12,7 +12,7 @@ script from configuring its devices at start-up).
 
 The trend (``analyze``) drops the warm-up, downsamples, and combines a Theil–Sen slope with a
 Mann–Kendall test (``tflint.profiler.stats``) and a magnitude gate, so a clean run's slow creep, allocator steps and single
-spikes are not reported as growth; the growth must still be going on over the last half of the
+spikes are not reported as growth; the growth must still be going on over the last third of the
 window, so a one-off rise that then levels off is not reported either.
 """
 
@@ -37,10 +37,12 @@ MIN_Z = 3.0
 MIN_TOTAL_GROWTH = 32 * 1024 * 1024
 MIN_GROWTH_FRACTION = 0.05
 MIN_POINTS = 12
-# ... and the growth must go on: over the last half of the window alone, the rate must still be
-# significant and large enough to pass the gate had it held over the whole window. A one-off
-# level shift (a second ``fit`` that retraces, validation and evaluate functions traced for the
-# first time, allocator arenas filling in a short run) rises and then stays flat
+# ... and the growth must go on: over the last third of the window alone, the rate must still
+# be significant and large enough to pass the gate had it held over the whole window. A one-off
+# level shift (a second ``fit`` that retraces and builds new pipelines, validation and evaluate
+# functions traced for the first time, allocator arenas filling in a short run) rises and then
+# stays flat
+LATE_FRACTION = 1 / 3
 MIN_Z_LATE = 2.0
 
 
@@ -233,7 +235,7 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
     out["min_growth_bytes"] = gate
     out["growth"] = bool(slope > MIN_SLOPE_BYTES_PER_STEP and z > MIN_Z and growth > gate)
     if out["growth"]:
-        mid = (xs[0] + xs[-1]) / 2
+        mid = xs[-1] - LATE_FRACTION * (xs[-1] - xs[0])
         late = [(x, y) for x, y in zip(xs, ys) if x >= mid]
         if len(late) >= MIN_POINTS // 2:
             late_slope = theil_sen([p[0] for p in late], [p[1] for p in late])
@@ -244,7 +246,7 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
         if not (late_slope > MIN_SLOPE_BYTES_PER_STEP and late_z > MIN_Z_LATE
                 and late_slope * (xs[-1] - xs[0]) > gate):
             out["growth"] = False
-            out["reason"] = "grew, then levelled off: no significant growth over the last half of the window"
+            out["reason"] = "grew, then levelled off: no significant growth over the last third of the window"
     return out
 
 
