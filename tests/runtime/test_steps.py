@@ -102,6 +102,35 @@ def test_fit_counts_training_batches_only_not_validation_or_evaluate_batches():
     assert steady and max(steady) < 0.05, steady  # no interval holds a 50 ms validation batch
 
 
+def test_validation_input_waits_are_not_the_training_loops():
+    """Validation batches from a slow pipeline: their waits are the test function's, not the
+    training loop's start-up waits (which the first step after each validation run begins)."""
+    import time
+
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((160, 4)).astype("float32")
+    y = x[:, :1]
+
+    def slow(a):
+        time.sleep(0.03)
+        return a
+
+    def slowly(a, b):
+        a = tf.numpy_function(slow, [a], tf.float32)
+        return tf.ensure_shape(a, [None, 4]), b
+
+    val = tf.data.Dataset.from_tensor_slices((x[:40], y[:40])).batch(20).map(slowly)
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    model.compile(tf.keras.optimizers.SGD(0.01), "mse")
+    with watch() as s:
+        model.fit(x, y, batch_size=20, epochs=3, validation_data=val, verbose=0)  # 2 slow batches per epoch
+    (loop,) = s.steps.summary()["loops"]
+    assert loop["steps"] == 24
+    # 6 validation batches waited >= 0.18 s in all; none of it is the training loop's
+    assert loop["startup_input_wait_s"] <= loop["startup_time_s"] and loop["input_wait_s"] < 0.09, loop
+
+
 def test_without_optimizer_the_most_called_tf_function_counts():
     w = tf.Variable(1.0)
 

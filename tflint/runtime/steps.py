@@ -490,8 +490,14 @@ class StepTracker(Hook):
             return
         if key is not None and key[0] != "keras" and str(key[0]).startswith("keras:"):
             # a Keras model's validation or evaluate batch: the next training step starts again
-            # (a start-up interval), so that no step interval holds the validation run
+            # (a start-up interval), so that no step interval holds the validation run, and the
+            # input waits of its batches are not the training loop's (read now: the next training
+            # step's own fetch is all its start-up wait holds)
             self._last_loop = None
+            inp = self.session.input
+            if inp is not None and inp.active:
+                self._wait_mark = inp.wait_now(force=True)
+                self._eager_mark = inp.eager_wait
         if self.status != "failed":
             self._tick(id(fn), fn, "function", t0, t1)  # the caller catches and disables us on error
             src = self._sources.get(id(fn))
