@@ -275,6 +275,38 @@ def test_a_bias_the_loss_is_blind_to_is_reported_as_such_not_as_a_cut_path():
     assert "use_bias=False" in sig.message and sig.details["rule"] is None
 
 
+def test_a_dead_parameter_is_located_at_the_gradient_call_that_differentiated_it():
+    """A WGAN step: the critic's gradient call, then the generator's. The critic's output bias
+    is dead; the finding names the critic's call, not the last gradient call traced."""
+    import inspect
+
+    gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    critic = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    g_opt, c_opt = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
+    real = tf.constant(np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32) + 1.0)
+
+    @tf.function
+    def step():
+        z = tf.random.normal([32, 4])
+        with tf.GradientTape() as tape:
+            c_loss = tf.reduce_mean(critic(gen(z))) - tf.reduce_mean(critic(real))
+        c_grads = tape.gradient(c_loss, critic.trainable_variables)  # CRITIC_CALL
+        c_opt.apply_gradients(zip(c_grads, critic.trainable_variables))
+        with tf.GradientTape() as tape:
+            g_loss = -tf.reduce_mean(critic(gen(z)))
+        g_grads = tape.gradient(g_loss, gen.trainable_variables)
+        g_opt.apply_gradients(zip(g_grads, gen.trainable_variables))
+
+    with watch() as s:
+        for _ in range(40):
+            step()
+    (sig,) = [x for x in s.report().signals if x.kind == "dead-parameter"]
+    src, first = inspect.getsourcelines(test_a_dead_parameter_is_located_at_the_gradient_call_that_differentiated_it)
+    line = first + next(i for i, text in enumerate(src) if "# CRITIC_CALL" in text)
+    assert sig.details["variables"] == [critic.layers[-1].bias.path]
+    assert (sig.location.line, sig.location.file.endswith("test_health.py")) == (line, True)
+
+
 def test_a_gans_two_losses_are_not_judged_as_a_stalled_loss():
     """A GAN's discriminator and generator losses hover at equilibrium, as they should, and the
     loss series holds both: judged as one loss they can read as flat (seen on a 4000-step run of

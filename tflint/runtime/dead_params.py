@@ -250,7 +250,11 @@ def signals(session: Any) -> list[Any]:
         names = [d["name"] for d in ds]
         shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         rule = None
-        site = mon.probes[-1].site if mon.probes else None
+        # the gradient call that differentiated these variables (a GAN has one per player)
+        vids = {d["vid"] for d in ds}
+        site = next((p.site for p in mon.probes if p.site and vids & set(p.var_ids)), None)
+        if site is None and mon.probes:
+            site = mon.probes[-1].site
         if key.startswith("none:"):
             reason, gsite = extra[key]
             rule = RULE_FOR_REASON.get(reason or "")
