@@ -127,6 +127,27 @@ def test_trend_ignores_growth_that_levels_off():
     assert analyze([[x, y * MiB] for x, y in two_fits])["growth"] is False
 
 
+def test_trend_is_judged_per_training_run():
+    """A guide that fits four models in turn: memory is flat within each fit, and jumps by
+    ~210 MiB when the last, larger model starts, inside the last third of the whole window. Per
+    run, that jump is the new run's warm-up. A leak inside one run is still found, and runs too
+    short to judge alone (a fit per batch) are judged together."""
+    from tflint.runtime.memory import analyze_runs
+
+    rng = random.Random(4)
+    # fast steps sampled every 16th (the first three fits), the last model's slow steps each
+    steps = list(range(0, 353, 16)) + list(range(353, 403))
+    four_fits = [[i, (530 + (6 if i > 96 else 0) + (9 if i > 256 else 0)) * MiB if i <= 352 else
+                  (755 + min(i - 353, 8) * 5 + rng.randint(0, 60)) * MiB] for i in steps]
+    assert analyze(four_fits)["growth"] is True  # the premise: as one series, it grows
+    assert analyze_runs(four_fits, [96, 256, 352])["growth"] is False
+    leak_in_last = [[i, (530 + (max(i - 352, 0) * 2.0)) * MiB + rng.randint(-MiB, MiB)] for i in range(0, 503, 2)]
+    t = analyze_runs(leak_in_last, [96, 256, 352])
+    assert t["growth"] is True and t["window_steps"][0] > 352
+    per_batch = [[i, 500 * MiB + i * 256 * 1024] for i in range(400)]
+    assert analyze_runs(per_batch, list(range(1, 400)))["growth"] is True
+
+
 def test_trend_flags_real_growth_and_allocator_steps():
     rng = random.Random(2)
     base = 500 * MiB

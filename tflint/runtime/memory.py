@@ -44,6 +44,7 @@ MIN_POINTS = 12
 # stays flat
 LATE_FRACTION = 1 / 3
 MIN_Z_LATE = 2.0
+MIN_LATE_POINTS = 5  # the fewest samples whose Mann–Kendall z can exceed MIN_Z_LATE
 
 
 class MemorySampler(Hook):
@@ -237,7 +238,9 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
     if out["growth"]:
         mid = xs[-1] - LATE_FRACTION * (xs[-1] - xs[0])
         late = [(x, y) for x, y in zip(xs, ys) if x >= mid]
-        if len(late) >= MIN_POINTS // 2:
+        if len(late) < MIN_LATE_POINTS:  # a short run sampled every 16 steps: its last few samples
+            late = list(zip(xs, ys))[-MIN_LATE_POINTS:]
+        if len(late) >= MIN_LATE_POINTS:
             late_slope = theil_sen([p[0] for p in late], [p[1] for p in late])
             late_z = mann_kendall_z([p[1] for p in late])
         else:
@@ -247,6 +250,33 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
                 and late_slope * (xs[-1] - xs[0]) > gate):
             out["growth"] = False
             out["reason"] = "grew, then levelled off: no significant growth over the last third of the window"
+    return out
+
+
+def analyze_runs(points: list[list[float]] | list[tuple[float, float]], starts: list[int]) -> dict[str, Any]:
+    """:func:`analyze` for each training run of the process (split at ``starts``: where a new
+    training loop or ``model.fit`` call began; a point at a start belongs to the run before),
+    so that the one-off memory of a run's start (a new model's traces and weights, new input
+    pipelines) is that run's warm-up, not growth. The trend reported is the fastest growing run's,
+    else the last run's. Runs too short to judge on their own (``fit`` per batch) are judged
+    together, as one series."""
+    pts = [(float(x), float(y)) for x, y in points]
+    segs: list[list[tuple[float, float]]] = [[]]
+    bounds = sorted(set(starts))
+    i = 0
+    for p in pts:
+        while i < len(bounds) and p[0] > bounds[i]:
+            i += 1
+            if segs[-1]:
+                segs.append([])
+        segs[-1].append(p)
+    long = [seg for seg in segs if len(seg) >= MIN_POINTS]
+    if len(segs) < 2 or not long:
+        return analyze(pts)
+    results = [analyze(seg) for seg in long]
+    grown = [r for r in results if r["growth"]]
+    out = max(grown, key=lambda r: r["slope_bytes_per_step"]) if grown else results[-1]
+    out["runs"] = len(segs)
     return out
 
 

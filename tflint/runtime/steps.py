@@ -54,7 +54,7 @@ class Source:
 
     __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
                  "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
-                 "leader", "step_opts", "model")
+                 "leader", "step_opts", "model", "start_step")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -78,6 +78,7 @@ class Source:
         self.leader: int | None = None  # eager optimizer loops: id of the optimizer that ticks
         self.step_opts: set[int] = set()
         self.model: str | None = None
+        self.start_step = 0  # training loops: the process's step count before this loop's first step
 
     def to_dict(self) -> dict[str, Any]:
         n_int = self.series.count
@@ -542,6 +543,7 @@ class StepTracker(Hook):
             return None
         name = _opt_name(obj) if kind == "optimizer" else (getattr(obj, "__name__", None) or getattr(obj, "_name", None) or str(obj))
         loop = Source(key, str(name), kind)
+        loop.start_step = self._loop_steps
         loop.site = user_frame(sys._getframe(2))
         self._loops[key] = loop
         self.session.reschedule()  # the step count may start again from this loop's
@@ -704,6 +706,11 @@ class StepTracker(Hook):
     def main_loop(self) -> Source | None:
         lps = self.loops()
         return max(lps, key=lambda lp: lp.n) if lps else None
+
+    def run_starts(self) -> list[int]:
+        """Step counts at which a training loop began, after the first (one-off costs follow:
+        a new model's traces and variables, a new input pipeline)."""
+        return sorted({lp.start_step for lp in self._loops.values() if lp.start_step > 0})
 
     def summary(self) -> dict[str, Any]:
         lps = self.loops()
