@@ -4,7 +4,9 @@ A *training loop* is a stream of optimizer updates:
 
 * ``function`` — a ``tf.function`` called eagerly whose trace applied an optimizer (custom
   ``tf.function`` steps, a GAN step with two optimizers): one step per call; Keras ``fit``'s
-  train function is such a loop too, of kind ``keras`` and named after the model;
+  train function is such a loop too, of kind ``keras`` and named after the model (its test
+  function, which validation and ``evaluate`` run, is not: the first training step after it
+  starts again);
 * ``optimizer`` — optimizer updates run eagerly (eager custom loops). Optimizers applied in the
   same step (a GAN's discriminator and generator) form one loop: its step is counted on the
   update of the loop's first optimizer, and an optimizer first seen while a loop is in its first
@@ -489,7 +491,7 @@ class StepTracker(Hook):
             if loop.n >= BATCH_AFTER and self._last_loop is loop:
                 self._fast_fn, self._fast_src, self._fast_loop = fn, loop, True
             return
-        if key is not None and key[0] != "keras" and str(key[0]).startswith("keras:"):
+        if key is not None and str(key[0]).startswith("keras:"):
             # a Keras model's validation or evaluate batch: the next training step starts again
             # (a start-up interval), so that no step interval holds the validation run, and the
             # input waits of its batches are not the training loop's (read now: the next training
