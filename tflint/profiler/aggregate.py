@@ -273,7 +273,7 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     if session.memory is not None:
         for d, s in session.memory.tf_mem.items():
             series[f"tf:{d}"] = s.downsample(400)
-    starts = _run_starts(session)
+    starts = session.steps.run_starts() if session.steps is not None else []
     for name, pts in series.items():
         trends[name] = analyze_runs(pts, starts)
     metrics["memory_trend"] = trends
@@ -329,16 +329,6 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         )
     )
     return out
-
-
-def _run_starts(session: Any) -> list[int]:
-    """Steps at which a new training loop or a new ``model.fit`` call began."""
-    starts: list[int] = []
-    if session.steps is not None:
-        starts += session.steps.run_starts()
-    ls = session.hooks.get("loss-stall")
-    starts += [s for s, _ in getattr(ls, "fit_starts", ()) if s > 0]
-    return sorted(set(starts))
 
 
 def _growing_containers(session: Any) -> list[dict[str, Any]]:

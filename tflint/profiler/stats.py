@@ -103,3 +103,19 @@ def downsample(points: Sequence[Sequence[float]], max_points: int) -> list[tuple
         return pts
     idx = np.linspace(0, len(pts) - 1, max_points).round().astype(int)
     return [pts[i] for i in idx]
+
+
+def split_at(points: Sequence[Sequence[float]], starts: Iterable[float]) -> list[list[tuple[float, float]]]:
+    """``points`` (x ascending) split where each of ``starts`` begins; a point at a start belongs
+    to the part before it (it holds that part's last steps). Empty parts are dropped."""
+    bounds = sorted(set(starts))
+    parts: list[list[tuple[float, float]]] = [[]]
+    i = 0
+    for p in points:
+        x = float(p[0])
+        while i < len(bounds) and x > bounds[i]:
+            i += 1
+            if parts[-1]:
+                parts.append([])
+        parts[-1].append((x, float(p[1])))
+    return [part for part in parts if part]

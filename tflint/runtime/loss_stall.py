@@ -30,7 +30,7 @@ import weakref
 from typing import Any
 
 from tflint.profiler import stats
-from tflint.runtime.hookbase import Hook, drop_own_frame
+from tflint.runtime.hookbase import Hook
 
 KIND = "loss-stall"
 WARMUP_FRACTION = 0.2
@@ -42,7 +42,6 @@ TINY_LR = 1e-7
 MAX_GRAPHS = 64
 MAX_LABELS_PER_GRAPH = 16
 MAX_LABEL_WALK = 64
-MAX_FITS = 256
 # ops whose output carries its first input's values (or a selection of them)
 _PASS_THROUGH = {"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "StridedSlice", "Slice", "GatherV2",
                  "OneHot", "Unpack", "Split", "SplitV", "IdentityN", "Transpose", "EnsureShape", "StopGradient"}
@@ -68,9 +67,6 @@ class LossStallHook(Hook):
     def __init__(self, session: Any) -> None:
         super().__init__(session)
         self._labels: dict[int, tuple[Any, list[Any]]] = {}  # id(graph) -> (weakref to graph, [y_true...])
-        # where each model.fit call began, as (session step, eager gradient calls): the loss
-        # series' x in graph and in eager steps (see fit_segments)
-        self.fit_starts: list[tuple[int, int]] = []
 
     def _install(self) -> None:
         from tensorflow.python.eager import context
@@ -81,7 +77,6 @@ class LossStallHook(Hook):
             return
         executing_eagerly = context.executing_eagerly
         hook = self
-        self._install_fit()
 
         def make(orig: Any) -> Any:
             def __call__(loss: Any, y_true: Any, y_pred: Any, *args: Any, **kwargs: Any) -> Any:
@@ -96,53 +91,16 @@ class LossStallHook(Hook):
 
         self.patch(Loss, "__call__", make)
 
-    def _install_fit(self) -> None:
-        """``model.fit`` wrapped at class level: each call starts a segment of the loss series (a
-        second ``fit`` on new data or a new task starts from another loss)."""
-        try:
-            from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
-        except Exception:  # noqa: BLE001 - the run is judged as one segment
-            return
-        hook = self
-
-        def make(orig: Any) -> Any:
-            def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
-                if hook.active:
-                    try:
-                        hook._on_fit_start()
-                    except Exception as exc:  # noqa: BLE001
-                        hook.fail(exc, "noting a fit call")
-                try:
-                    return orig(model, *args, **kwargs)
-                except BaseException as exc:
-                    drop_own_frame(exc)
-                    raise
-
-            return fit
-
-        self.patch(TensorFlowTrainer, "fit", make)
-
-    def _on_fit_start(self) -> None:
-        mon = self.session.health
-        if mon is None or len(self.fit_starts) >= MAX_FITS:
-            return
-        steps = self.session.steps.count if self.session.steps is not None else 0
-        if mon.probes:
-            mon.read_now()  # the last fit's steps since its last read are its own
-        self.fit_starts.append((steps, mon.eager_calls))
+    @property
+    def fit_starts(self) -> list[tuple[int, int]]:
+        """Where each ``model.fit`` call began (see :meth:`StepTracker.fit_starts`)."""
+        steps = self.session.steps
+        return steps.fit_starts if steps is not None else []
 
     def fit_segments(self, points: list[Any], graph_steps: bool) -> list[list[Any]]:
         """``points`` split where each ``fit`` call began (a point at the start belongs to the
         fit before: it holds that fit's last steps)."""
-        starts = sorted({s[0] if graph_steps else s[1] for s in self.fit_starts})
-        segs: list[list[Any]] = [[]]
-        i = 0
-        for p in points:
-            while i < len(starts) and p[0] > starts[i]:
-                i += 1
-                segs.append([])
-            segs[-1].append(p)
-        return [seg for seg in segs if seg]
+        return stats.split_at(points, [s[0] if graph_steps else s[1] for s in self.fit_starts])
 
     def _note_labels(self, y_true: Any) -> None:
         graph = getattr(y_true, "graph", None)

@@ -261,15 +261,7 @@ def analyze_runs(points: list[list[float]] | list[tuple[float, float]], starts: 
     else the last run's. Runs too short to judge on their own (``fit`` per batch) are judged
     together, as one series."""
     pts = [(float(x), float(y)) for x, y in points]
-    segs: list[list[tuple[float, float]]] = [[]]
-    bounds = sorted(set(starts))
-    i = 0
-    for p in pts:
-        while i < len(bounds) and p[0] > bounds[i]:
-            i += 1
-            if segs[-1]:
-                segs.append([])
-        segs[-1].append(p)
+    segs = _stats.split_at(pts, starts)
     long = [seg for seg in segs if len(seg) >= MIN_POINTS]
     if len(segs) < 2 or not long:
         return analyze(pts)

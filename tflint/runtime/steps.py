@@ -43,6 +43,7 @@ from tflint.runtime.store import Series
 
 MAX_SOURCES = 128
 MAX_LOOPS = 64
+MAX_FITS = 256
 MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
@@ -160,6 +161,9 @@ class StepTracker(Hook):
         super().__init__(session)
         self._sources: dict[Any, Source] = {}  # fallback sources
         self._loops: dict[Any, Source] = {}  # training loops
+        # where each model.fit call began, as (step count, eager gradient calls): the x of the
+        # step-indexed series, and of the loss series of eager steps
+        self.fit_starts: list[tuple[int, int]] = []
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
@@ -245,6 +249,45 @@ class StepTracker(Hook):
 
         self.patch(polymorphic_function.Function, "__call__", make)
         self._install_optimizer(executing_eagerly)
+        self._install_fit()
+
+    def _install_fit(self) -> None:
+        """``model.fit`` wrapped at class level: each call starts a run of its own (the memory
+        trend and the loss are judged per run; a second ``fit`` on new data or a new task starts
+        from another loss and allocates anew)."""
+        try:
+            from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+        except Exception:  # noqa: BLE001 - no Keras: fit calls are not told apart
+            return
+        hook = self
+
+        def make(orig: Any) -> Any:
+            def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
+                if hook.active:
+                    try:
+                        hook._on_fit_start()
+                    except Exception as exc:  # noqa: BLE001
+                        hook.fail(exc, "noting a fit call")
+                try:
+                    return orig(model, *args, **kwargs)
+                except BaseException as exc:
+                    drop_own_frame(exc)
+                    raise
+
+            return fit
+
+        self.patch(TensorFlowTrainer, "fit", make)
+
+    def _on_fit_start(self) -> None:
+        if len(self.fit_starts) >= MAX_FITS:
+            return
+        mon = self.session.health
+        eager_calls = 0
+        if mon is not None and mon.active:
+            if mon.probes:
+                mon.read_now()  # the last fit's steps since its last read are its own
+            eager_calls = mon.eager_calls
+        self.fit_starts.append((self.count, eager_calls))
 
     def _uninstall(self) -> None:
         self.flush()  # the steps recorded before the hooks go off
@@ -710,9 +753,10 @@ class StepTracker(Hook):
         return max(lps, key=lambda lp: lp.n) if lps else None
 
     def run_starts(self) -> list[int]:
-        """Step counts at which a training loop began, after the first (one-off costs follow:
-        a new model's traces and variables, a new input pipeline)."""
-        return sorted({lp.start_step for lp in self._loops.values() if lp.start_step > 0})
+        """Step counts at which a training loop or a ``model.fit`` call began, after the first
+        (one-off costs follow: a new model's traces and variables, a new input pipeline)."""
+        starts = {lp.start_step for lp in self._loops.values()} | {st for st, _ in self.fit_starts}
+        return sorted(st for st in starts if st > 0)
 
     def summary(self) -> dict[str, Any]:
         lps = self.loops()
