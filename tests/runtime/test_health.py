@@ -4,6 +4,7 @@ tf.function NaN detection, the Keras callback, self-disabling hooks and exact re
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import time
@@ -348,6 +349,79 @@ def test_a_gans_two_losses_are_not_judged_as_a_stalled_loss():
     s.health.loss = flat
     assert s.hooks["loss-stall"].judge(flat.downsample(400)) is not None  # as one loss: flat
     assert loss_stall.signals(s) == []
+
+
+@pytest.mark.parametrize("graph", [True, False], ids=["tf.function", "eager"])
+def test_a_gans_players_get_their_own_series_and_are_judged_apart(graph):
+    """A GAN's two gradient calls train two models. The shared loss and global-norm series
+    interleave them (the discriminator's loss here is scaled by 1e-3, the generator's by 10, so
+    the two are easy to tell apart), and judged as one network the discriminator's first layer
+    gets 1e-4× the gradient of the generator's last: "vanishing". Eagerly, gradients sampled
+    every 8th call of either kind only ever sampled the discriminator's. Each place gets its own
+    series and its own sampling, and each model is judged on its own layers."""
+    import inspect
+
+    keras.utils.set_random_seed(0)
+
+    def mlp(n_in, n_out):
+        return keras.Sequential([keras.Input((n_in,)), keras.layers.Dense(16, activation="tanh"),
+                                 keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(n_out)])
+
+    gen, disc = mlp(4, 2), mlp(2, 1)
+    g_opt, d_opt = keras.optimizers.SGD(1e-3), keras.optimizers.SGD(1e-3)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    real = tf.constant(np.random.default_rng(0).standard_normal((64, 2)).astype(np.float32) * 0.5 + 2.0)
+
+    def step():
+        z = tf.random.normal([64, 4])
+        with tf.GradientTape() as d_tape:
+            real_logits, fake_logits = disc(real), disc(gen(z))
+            d_loss = 1e-3 * (bce(tf.ones_like(real_logits), real_logits) + bce(tf.zeros_like(fake_logits), fake_logits))
+        d_grads = d_tape.gradient(d_loss, disc.trainable_variables)
+        d_opt.apply_gradients(zip(d_grads, disc.trainable_variables))
+        with tf.GradientTape() as g_tape:
+            fake_logits = disc(gen(z))
+            g_loss = 10.0 * bce(tf.ones_like(fake_logits), fake_logits)
+        g_grads = g_tape.gradient(g_loss, gen.trainable_variables)
+        g_opt.apply_gradients(zip(g_grads, gen.trainable_variables))
+
+    lines, first = inspect.getsourcelines(step)
+    d_line = first + next(i for i, text in enumerate(lines) if "d_tape.gradient" in text)
+    g_line = first + next(i for i, text in enumerate(lines) if "g_tape.gradient" in text)
+    run = tf.function(step) if graph else step
+    with watch() as s:
+        for _ in range(200):
+            run()
+    rep = s.report()
+    shared = [y for _, y in rep.metrics["loss"]]
+    assert min(shared) < 0.01 and max(shared) > 1.0  # as recorded before: both players in one series
+    losses = {e["location"]["line"]: e for e in rep.metrics["losses"]}
+    assert set(losses) == {d_line, g_line}
+    assert all(y < 0.01 for _, y in losses[d_line]["loss"]) and all(y > 1.0 for _, y in losses[g_line]["loss"])
+    assert len(losses[d_line]["loss"]) >= 5 and len(losses[g_line]["grad_norm"]) >= 5
+    assert all(e["location"]["file"] == __file__ for e in rep.metrics["losses"])
+    if graph:  # judged as one network, the discriminator's first layer "vanishes" against the generator's last
+        assert s.hooks["vanishing-gradient"].judge(s.health) is not None
+    assert [x.kind for x in rep.signals if x.kind not in ("input-stall",)] == [], [x.message for x in rep.signals]
+    import io
+
+    from tflint.profiler.renderers.terminal import TerminalRenderer
+
+    buf = io.StringIO()
+    TerminalRenderer(file=buf, width=160).render(rep)
+    text = buf.getvalue()
+    assert f"loss (test_health.py:{d_line})" in text and f"gradient norm (test_health.py:{g_line})" in text
+    from tflint.profiler.renderers.tensorboard import scalar_points
+
+    tags = scalar_points(rep)
+    assert f"tflint/loss/test_health.py:{g_line}" in tags and "tflint/loss" not in tags, sorted(tags)
+    import jsonschema
+
+    from tests.profile.test_json_schema import documented_schema
+
+    schema = documented_schema()  # a watch() report has no `run`: its `losses` checked alone
+    part = {**schema["properties"]["metrics"]["properties"]["losses"], "$defs": schema["$defs"]}
+    jsonschema.Draft202012Validator(part).validate(json.loads(rep.to_json())["metrics"]["losses"])
 
 
 def test_each_fit_call_is_judged_on_its_own_for_a_stall():

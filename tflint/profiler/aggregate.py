@@ -476,6 +476,13 @@ def _health_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         "global": finite(mon.grad_norm.downsample(200)),
         "layers": {lay: finite(s.downsample(100)) for lay, s in mon.layer_norms.items() if s is not None and len(s)},
     }
+    # gradient calls that train different models (a GAN's players): the shared series above
+    # interleave their values; each gets its own, named by the line of its gradient call
+    metrics["losses"] = [
+        {"location": {"file": str(site[0]), "line": int(site[1])} if site else None,
+         "loss": finite(ss.loss.downsample(200)), "grad_norm": finite(ss.grad_norm.downsample(200))}
+        for site, ss in mon.site_groups()
+    ]
     from tflint.runtime import dead_params, grad_norms, loss_broadcast, loss_stall, nan_inf
 
     out: list[Signal] = []

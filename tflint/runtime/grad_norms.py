@@ -9,6 +9,10 @@ step inside the graph, read every ``SAMPLE_EVERY`` steps; numpy every few steps 
   on most (``VANISH_SHARE``) of the sampled steps (AutoTrainer's criterion), the last layer's
   norm being non-negligible. A first layer whose gradient is *exactly* zero on most of those
   steps is told apart: nothing flows back at all (dead ReLUs, a cut path), and the fix differs.
+
+Where gradient calls at different places train different models (a GAN's generator and
+discriminator), each is judged on its own norms and layers: a shared global norm interleaves
+two models' values, and one model's first layer is not another's.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ class ExplodingGradientHook(Hook):
     def _install(self) -> None:
         pass
 
-    def judge(self, health: Any) -> dict[str, Any] | None:
+    def judge(self, health: Any, group: tuple[Any, Any] | None = None) -> dict[str, Any] | None:
         # non-finite norms are the nan-inf signal's business: judged on the finite ones
-        pts = [(x, y) for x, y in health.grad_norm.downsample(400) if math.isfinite(y)]
+        norms = group[1].grad_norm if group is not None else health.grad_norm
+        pts = [(x, y) for x, y in norms.downsample(400) if math.isfinite(y)]
         if len(pts) < MIN_POINTS:
             return None
         first = next(((x, y) for x, y in pts if y > EXPLODE_ABS), None)
@@ -50,8 +55,9 @@ class ExplodingGradientHook(Hook):
         step, value = first
         layer = None
         best = -1.0
+        own = set(_layers(health, group))
         for lay, series in health.layer_norms.items():
-            if series is None:
+            if series is None or lay not in own:
                 continue
             for x, y in series.downsample(400):
                 if x == step:
@@ -68,8 +74,8 @@ class VanishingGradientHook(Hook):
     def _install(self) -> None:
         pass
 
-    def judge(self, health: Any) -> dict[str, Any] | None:
-        layers = [lay for lay in health.layer_order if health.layer_norms.get(lay) is not None]
+    def judge(self, health: Any, group: tuple[Any, Any] | None = None) -> dict[str, Any] | None:
+        layers = _layers(health, group)
         if len(layers) < 3:
             return None
         first_l, last_l = layers[0], layers[-1]
@@ -99,11 +105,30 @@ class VanishingGradientHook(Hook):
         return out
 
 
-def _judged(hook: Any, mon: Any) -> dict[str, Any] | None:
+def _layers(health: Any, group: tuple[Any, Any] | None) -> list[str]:
+    """The layers with a norm series, in the order their gradients were first seen; of one
+    gradient call site's variables only, for a group."""
+    layers = [lay for lay in health.layer_order if health.layer_norms.get(lay) is not None]
+    if group is None:
+        return layers
+    from tflint.runtime.health import layer_of
+
+    own = {layer_of(name) for name in health.loss_sites.get(group[0], ())}
+    return [lay for lay in layers if lay in own]
+
+
+def _judged(hook: Any, mon: Any) -> tuple[dict[str, Any], Any] | None:
+    """The hook's verdict and the gradient call site it is about (None: the run's last); with
+    several separate losses, the earliest finding among their sites."""
     if hook.status != "ok":
         return None
     try:
-        return hook.judge(mon)
+        groups = mon.site_groups()
+        if not groups:
+            j = hook.judge(mon)
+            return (j, None) if j is not None else None
+        found = [(j, site) for site, ss in groups if (j := hook.judge(mon, (site, ss))) is not None]
+        return min(found, key=lambda f: f[0].get("step", f[0].get("first_zero_step", 0))) if found else None
     except Exception as exc:  # noqa: BLE001 - this kind is not measured; the other is kept
         hook.fail(exc, "judging the gradient norms")
         return None
@@ -121,10 +146,16 @@ def signals(session: Any) -> list[Any]:
         site = mon.probes[-1].site
     elif session.steps is not None and session.steps.primary is not None:
         site = session.steps.primary.site  # eager loops: where the steps were counted
-    loc = Location(str(site[0]), int(site[1])) if site else None
+    def located(found: Any) -> tuple[dict[str, Any] | None, Any]:
+        if found is None:
+            return None, None
+        j, own = found
+        at = own or site
+        return j, (Location(str(at[0]), int(at[1])) if at else None)
+
     ex = session.hooks.get("exploding-gradient")
     if ex is not None and "exploding-gradient" in session.signals:
-        j = _judged(ex, mon)
+        j, loc = located(_judged(ex, mon))
         if j is not None:
             grow = f", {j['growth']:.0f}× its level at the start" if j.get("growth") else ""
             msg = (f"Gradients explode: the global gradient norm reached {j['norm']:.3g} at step {j['step']}{grow}"
@@ -135,7 +166,7 @@ def signals(session: Any) -> list[Any]:
                               details={**j, "fix": "lower the learning rate or clip gradients (clipnorm=1.0)"}))
     va = session.hooks.get("vanishing-gradient")
     if va is not None and "vanishing-gradient" in session.signals:
-        j = _judged(va, mon)
+        j, loc = located(_judged(va, mon))
         if j is not None and j.get("zero_share", 0.0) >= VANISH_SHARE:
             # not small: none at all. Backpropagation stops upstream (ReLUs that no longer fire)
             msg = (f"No gradient reaches the early layers: the first trainable layer `{j['first_layer']}` gets a "

@@ -167,6 +167,29 @@ class Probe:
         return self.sample_every > 1
 
 
+_NO_SITE = object()
+
+
+class SiteSeries:
+    """The loss and global gradient norm of the gradient calls made at one place in the code."""
+
+    def __init__(self, loss: Any, grad_norm: Any) -> None:
+        self.loss = loss
+        self.grad_norm = grad_norm
+        self._sum = 0.0
+        self._n = 0
+        self.calls = 0  # eager gradient calls made here
+
+    def add_eager_loss(self, call: int, loss: float) -> None:
+        """Eagerly, the mean over each ``SAMPLE_EVERY`` calls made here (the first alone)."""
+        self._sum += loss
+        self._n += 1
+        if self._n >= SAMPLE_EVERY or len(self.loss) == 0:
+            self.loss.add(call, self._sum / self._n)
+            self._sum = 0.0
+            self._n = 0
+
+
 class HealthMonitor(Hook):
     kind = KIND
 
@@ -188,6 +211,11 @@ class HealthMonitor(Hook):
         self.empty_sources_sites: list[Any] = []
         # gradient call site -> names of the variables differentiated there (see separate_losses)
         self.loss_sites: dict[Any, set[str]] = {}
+        # gradient call site -> its own loss and global-norm series (a GAN's two players each
+        # have theirs; the shared series interleave them); eager calls find their site by the
+        # first variable they differentiate
+        self.site_series: dict[Any, SiteSeries] = {}
+        self._eager_site: dict[int, Any] = {}
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
@@ -247,7 +275,10 @@ class HealthMonitor(Hook):
                 b.fail(exc, "loss shape check")
         if eager:
             if self.eager_calls < EAGER_SITE_CALLS:
-                self._note_loss_site(user_site_tf_stack(), flat_sources)
+                site = user_site_tf_stack()
+                self._note_loss_site(site, flat_sources)
+                if len(self._eager_site) < MAX_LOSS_SITES:
+                    self._eager_site.setdefault(id(flat_sources[0]), site)
             self._eager_step(target, flat_sources, flat_grads)
         else:
             n_probes = len(self.probes)
@@ -258,6 +289,17 @@ class HealthMonitor(Hook):
     def _note_loss_site(self, site: Any, sources: list[Any]) -> None:
         if len(self.loss_sites) < MAX_LOSS_SITES or site in self.loss_sites:
             self.loss_sites.setdefault(site, set()).update(var_name(s) for s in sources)
+            if site not in self.site_series:
+                n = len(self.site_series)
+                self.site_series[site] = SiteSeries(self.store.series(f"loss@{n}", 512),
+                                                    self.store.series(f"grad_norm@{n}", 512))
+
+    def site_groups(self) -> list[tuple[Any, SiteSeries]]:
+        """The gradient call sites whose losses are judged apart (see :meth:`separate_losses`),
+        each with its own series; empty when the run has one loss."""
+        if not self.separate_losses():
+            return []
+        return [(site, ss) for site, ss in self.site_series.items() if len(ss.loss) or len(ss.grad_norm)]
 
     def separate_losses(self) -> bool:
         """Two gradient calls, at two places in the code, differentiate disjoint sets of variables:
@@ -349,6 +391,7 @@ class HealthMonitor(Hook):
         self.eager_calls += 1
         n = self.eager_calls
         loss = _eager_loss(target)
+        ss = self.site_series.get(self._eager_site.get(id(sources[0]), _NO_SITE)) if self._eager_site else None
         if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
             self._eager_sum += loss
             self._eager_n += 1
@@ -356,7 +399,14 @@ class HealthMonitor(Hook):
                 self.loss.add(n, self._eager_sum / self._eager_n)
                 self._eager_sum = 0.0
                 self._eager_n = 0
-        sample = n % SAMPLE_EVERY == 1 or SAMPLE_EVERY == 1
+            if ss is not None:
+                ss.add_eager_loss(n, loss)
+        # sampled per place: two gradient calls a step (a GAN) would otherwise only ever sample one
+        k = n
+        if ss is not None:
+            ss.calls += 1
+            k = ss.calls
+        sample = k % SAMPLE_EVERY == 1 or SAMPLE_EVERY == 1
         finite_loss = loss is None or math.isfinite(loss)
         if not sample and finite_loss:
             return
@@ -378,7 +428,7 @@ class HealthMonitor(Hook):
                     info["maxsq"] = v
             if bad_grad is None and not math.isfinite(v) and not np.isfinite(arr).all():
                 bad_grad = var_name(s)
-        self._add_norms(n, [var_name(s) for s, g in zip(sources, grads) if g is not None], sq)
+        self._add_norms(n, [var_name(s) for s, g in zip(sources, grads) if g is not None], sq, ss)
         if self.nonfinite is None and (not finite_loss or bad_grad is not None):
             bad_var = None
             for s in sources:
@@ -397,11 +447,14 @@ class HealthMonitor(Hook):
                 except Exception as exc:  # noqa: BLE001
                     ni.fail(exc, "eager non-finite record")
 
-    def _add_norms(self, step: int, names: list[str], sq: list[float]) -> None:
+    def _add_norms(self, step: int, names: list[str], sq: list[float], ss: SiteSeries | None = None) -> None:
         if not sq:
             return
         total = sum(sq)
-        self.grad_norm.add(step, math.sqrt(total) if math.isfinite(total) else float("inf"))
+        norm = math.sqrt(total) if math.isfinite(total) else float("inf")
+        self.grad_norm.add(step, norm)
+        if ss is not None:
+            ss.grad_norm.add(step, norm)
         per: dict[str, float] = {}
         for name, v in zip(names, sq):
             lay = layer_of(name)
@@ -592,6 +645,7 @@ class HealthMonitor(Hook):
         steps = tracker.count if tracker is not None else 0
         calls = getattr(tracker, "fn_calls", None) if not final else None
         replica_losses: dict[Any, list[float]] = {}  # the replicas of one step: their losses add up
+        replica_site: dict[Any, Any] = {}
         for p in probes:
             if p.status is None:
                 continue
@@ -614,15 +668,19 @@ class HealthMonitor(Hook):
             p.calls += int(d[0])
             x = steps or p.calls
             mean_loss = d[1] / d[0]  # the mean loss since the last read: no aliasing with batch order
+            ss = self.site_series.get(p.site)
             if p.replica_group is None:
                 self.loss.add(x, mean_loss)
+                if ss is not None:
+                    ss.loss.add(x, mean_loss)
             else:
                 replica_losses.setdefault((p.replica_group, x), []).append(mean_loss)
+                replica_site.setdefault((p.replica_group, x), ss)
             if nl:  # the smallest and the largest label so far, and over how many steps
                 p.labels = (float(st[3 + nv + 1 + nt]), -float(st[3 + nv + 2 + nt]), p.calls)
             if d[2] > 0:
                 sq = [2.0 * v / d[2] for v in d[3:3 + nv]]  # l2_loss is half the sum of squares
-                self._add_norms(x, p.names, sq)
+                self._add_norms(x, p.names, sq, ss)
                 for vid, v in zip(p.var_ids, sq):
                     info = self.variables.get(vid)
                     if info is not None:
@@ -634,8 +692,11 @@ class HealthMonitor(Hook):
             bad = [f for f in p.first_steps[:1 + nv] if f >= 0]  # the loss or a gradient, not an intermediate
             if bad and p.first_bad is None:
                 p.first_bad = min(bad)
-        for (_, x), losses in replica_losses.items():
-            self.loss.add(x, sum(losses))
+        for key, losses in replica_losses.items():
+            self.loss.add(key[1], sum(losses))
+            ss = replica_site.get(key)
+            if ss is not None:
+                ss.loss.add(key[1], sum(losses))
 
     # -- report ----------------------------------------------------------------------------
     def learning_rates(self) -> list[tuple[str, float | None]]:

@@ -4,7 +4,8 @@ Tags (all under ``tflint/``): ``step_time_s``, ``input_wait_share``, ``retraces`
 count), ``host_rss_bytes`` and ``device_memory_bytes`` (TensorFlow's allocator; one tag per
 device when there are several, ``device_memory_bytes/GPU:0``), ``loss`` (the training loss as
 the in-graph probe saw it) and ``grad_norm`` (global gradient norm; ``grad_norm/<layer>`` per
-layer). Series are written point by point at their step; a single
+layer); where gradient calls at different lines train different models (a GAN's players), each
+line's own ``loss/<file>:<line>`` and ``grad_norm/<file>:<line>`` instead of the two shared ones. Series are written point by point at their step; a single
 figure is written at the run's last step. Point ``tensorboard --logdir DIR`` at the same
 directory as the training's own summaries and tflint's curves appear as the ``tflint`` run.
 
@@ -53,9 +54,17 @@ def scalar_points(report: Report) -> dict[str, list[tuple[int, float]]]:
     put("retraces", series_values(m.get("retraces_series")), metric_scalar(m.get("retraces"), ("total",)))
     put("host_rss_bytes", metric_series(m.get("host_rss_bytes")))
     # training health: the loss and the gradient norms (global, and per layer)
-    put("loss", metric_series(m.get("loss")))
     gn = m.get("grad_norm") if isinstance(m.get("grad_norm"), dict) else {}
-    put("grad_norm", metric_series(gn.get("global")))
+    separate = [e for e in m.get("losses") or [] if isinstance(e, dict)]
+    if separate:  # a GAN's players: one loss and one norm each (the shared series interleave them)
+        for e in separate:
+            loc = e.get("location") if isinstance(e.get("location"), dict) else {}
+            at = f"{os.path.basename(str(loc.get('file')))}:{loc.get('line')}" if loc else "unknown"
+            put(f"loss/{at}", metric_series(e.get("loss")))
+            put(f"grad_norm/{at}", metric_series(e.get("grad_norm")))
+    else:
+        put("loss", metric_series(m.get("loss")))
+        put("grad_norm", metric_series(gn.get("global")))
     layers = gn.get("layers") if isinstance(gn.get("layers"), dict) else {}
     for layer, series in layers.items():
         put(f"grad_norm/{layer}", metric_series(series))

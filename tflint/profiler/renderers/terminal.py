@@ -390,13 +390,26 @@ def _training_health_charts(report: Report) -> Any:
 
     m = report.metrics
     rows = []
-    loss = [y for _, y in metric_series(m.get("loss")) if y == y and abs(y) != float("inf")]
-    if loss:
-        rows.append(("loss", sparkline(loss), f"{loss[0]:.4g} → {loss[-1]:.4g}"))
-    gn = m.get("grad_norm") if isinstance(m.get("grad_norm"), dict) else {}
-    norms = [y for _, y in metric_series(gn.get("global")) if y == y and abs(y) != float("inf")]
-    if norms:
-        rows.append(("gradient norm", sparkline(norms), f"{norms[0]:.3g} → {norms[-1]:.3g} (max {max(norms):.3g})"))
+
+    def finite(series: Any) -> list[float]:
+        return [y for _, y in metric_series(series) if y == y and abs(y) != float("inf")]
+
+    def add(label: str, loss: list[float], norms: list[float]) -> None:
+        if loss:
+            rows.append((f"loss{label}", sparkline(loss), f"{loss[0]:.4g} → {loss[-1]:.4g}"))
+        if norms:
+            rows.append((f"gradient norm{label}", sparkline(norms),
+                         f"{norms[0]:.3g} → {norms[-1]:.3g} (max {max(norms):.3g})"))
+
+    # separate losses (a GAN's players) each get their own lines: the shared series interleave them
+    separate = [e for e in m.get("losses") or [] if isinstance(e, dict)]
+    for e in separate:
+        loc = e.get("location") if isinstance(e.get("location"), dict) else {}
+        label = f" ({os.path.basename(str(loc.get('file')))}:{loc.get('line')})" if loc else ""
+        add(label, finite(e.get("loss")), finite(e.get("grad_norm")))
+    if not separate:
+        gn = m.get("grad_norm") if isinstance(m.get("grad_norm"), dict) else {}
+        add("", finite(m.get("loss")), finite(gn.get("global")))
     if not rows:
         return None
     grid = Table.grid(padding=(0, 2))
