@@ -127,3 +127,38 @@ def test_hook_removed_after_exit():
     with watch(signals={"retrace"}):
         assert len(transform.CONCRETE_FUNCTION_CALLBACKS) == len(before) + 1
     assert transform.CONCRETE_FUNCTION_CALLBACKS == before
+
+
+def test_traces_made_while_saving_a_savedmodel_are_not_retraces(tmp_path):
+    """``tf.saved_model.save`` traces the functions it exports again, once, after training (here
+    four more traces of the model's ``__call__``). Counted as retraces they turned a final partial
+    batch's one retrace (info, "drop_remainder") into "4 retraces" of mixed causes (a warning)."""
+
+    class Dense(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(tf.ones([8, 2]))
+
+        @tf.function
+        def __call__(self, x):
+            return tf.matmul(x, self.w)
+
+    class Export(tf.Module):
+        def __init__(self, model):
+            self.model = model
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+        def __call__(self, x):
+            return tf.argmax(self.model(x), axis=1)
+
+    model = Dense()
+    with watch(signals={"retrace"}) as s:
+        for batch in [32, 32, 32, 20]:  # the last batch is partial
+            model(tf.zeros([batch, 8]))
+        before = model.__call__.experimental_get_tracing_count()
+        tf.saved_model.save(Export(model), str(tmp_path / "export"))
+    assert model.__call__.experimental_get_tracing_count() > before + 1  # saving traced it again
+    (sig,) = [x for x in retraces(s.report()) if x.details["function"] == "__call__" and x.details["traces"] > 1]
+    assert sig.details["traces"] == 2 and sig.details["retraces"] == 1, sig.message
+    assert sig.details["partial_batch"] == {"args": ["x"], "full": 32, "partial": 20}
+    assert sig.severity == "info"
+    assert s.store.counters.get("retrace.export_traces", 0) >= 2

@@ -8,6 +8,8 @@ types of the same context. It runs before the new function is added to the cache
 
 A trace is *expected* when the cache holds nothing for the same context (the first trace, the
 variable-creation re-trace, a call from a new outer graph). Every other trace is a retrace.
+Traces made while ``tf.saved_model.save`` (or Keras' export) runs are neither: saving traces each
+function again for its signatures, once, after training; they are counted apart.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class RetraceHook(Hook):
         self.retraces = 0
         self.traces = 0
         self._live_objects: dict[Any, weakref.WeakSet[Any]] = {}
+        self._in_save_context: Any = None
 
     def check(self) -> str | None:
         try:
@@ -188,6 +191,11 @@ class RetraceHook(Hook):
                 codes.append(c)
         self._fn_codes = tuple(codes)
         self._transform = transform
+        try:
+            from tensorflow.python.saved_model.save_context import in_save_context
+        except ImportError:  # pragma: no cover - older TensorFlow: export traces count as traces
+            in_save_context = None
+        self._in_save_context = in_save_context
 
         def callback(concrete_function: Any) -> None:
             if not self.active:
@@ -208,6 +216,9 @@ class RetraceHook(Hook):
 
     # ---------------------------------------------------------------------------------
     def _on_trace(self, cf: Any, frame: Any) -> None:
+        if self._in_save_context is not None and self._in_save_context():
+            self.store.incr("retrace.export_traces")  # saving a SavedModel: one-off, not the training's
+            return
         mdf = None
         fn_obj = None
         f = frame
