@@ -145,6 +145,48 @@ def test_without_optimizer_the_most_called_tf_function_counts():
     assert [(lp["kind"], lp["name"], lp["steps"]) for lp in summary["loops"]] == [("function", "step", 9)]
 
 
+def _by_hand(w, x, forward):
+    """One step of a loop that updates its variable by hand (no optimizer: TensorFlow's Core API
+    guides)."""
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((forward(x) - 1.0) ** 2)
+    w.assign_sub(0.01 * tape.gradient(loss, w))
+
+
+def test_without_optimizer_eager_gradient_steps_outrank_a_function_that_computes_none():
+    """An eager loop of gradient steps, with a ``tf.function`` forward pass called in each step
+    and in validation, then one call of an exported function: the steps are the gradient steps
+    (the most-called function ran 14 times, the export once; neither computes a gradient)."""
+    w = tf.Variable(tf.ones([4, 1]))
+    forward = tf.function(lambda x: tf.matmul(x, w))
+    export = tf.function(lambda x: tf.argmax(forward(x), axis=1))
+    x = tf.ones([8, 4])
+    with watch() as s:
+        for epoch in range(2):
+            for _ in range(5):
+                _by_hand(w, x, forward)
+            for _ in range(2):  # validation
+                forward(x)
+        export(x)
+    loops = s.steps.summary()["loops"]
+    assert [(lp["kind"], lp["steps"]) for lp in loops] == [("gradient", 10)]
+
+
+def test_without_optimizer_a_tf_function_that_computes_gradients_outranks_a_more_called_one():
+    w = tf.Variable(tf.ones([4, 1]))
+    forward = lambda x: tf.matmul(x, w)  # noqa: E731
+    train_step = tf.function(lambda x: _by_hand(w, x, forward))
+    test_step = tf.function(forward)
+    x = tf.ones([8, 4])
+    with watch() as s:
+        for _ in range(6):
+            train_step(x)
+            for _ in range(3):
+                test_step(x)
+    loops = s.steps.summary()["loops"]
+    assert [(lp["kind"], lp["steps"]) for lp in loops] == [("function", 6)]
+
+
 def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
     g, d = _models()
     opt = tf.keras.optimizers.SGD(0.1)

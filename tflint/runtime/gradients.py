@@ -148,6 +148,8 @@ class GradientHook(Hook):
                             prim = steps.primary
                             if prim is None or prim.prio <= 1:
                                 steps.tick(("gradient", 0), "GradientTape.gradient", "gradient", perf())
+                        elif steps is not None:
+                            steps.on_traced_gradient()  # at trace time only
                         flat = result if isinstance(result, (list, tuple)) else nest.flatten(result)
                         for g in flat:
                             if g is None:

@@ -19,9 +19,12 @@ it), wrapped at class level: eagerly it ticks the eager loop, inside a trace it 
 ``tf.function`` being called as a training step. ``Function.__call__`` is wrapped at class level
 too (about 1 µs per eager call; nothing for calls made inside another trace).
 
-When no optimizer update is ever seen, the steps are those of the best fallback source, in this
-order: the most-called ``tf.function`` (``function``), ``GradientTape.gradient`` run eagerly
-(``gradient``), ``next()`` on a ``tf.data`` iterator (``iterator``).
+When no optimizer update is ever seen (variables updated by hand with ``assign_sub``), the steps
+are those of the best fallback source, in this order: the most-called ``tf.function`` whose trace
+computed a gradient (``function``), ``GradientTape.gradient`` run eagerly (``gradient``), the
+most-called other ``tf.function`` (``function``: a model's forward pass, an exported function),
+``next()`` on a ``tf.data`` iterator (``iterator``). A function that computes no gradient is not
+a training step: one call of a reloaded SavedModel after 1400 eager steps would be "1 step".
 
 Every loop keeps its own step count and series of intervals, and the input wait measured during
 its steps: waits between two consecutive steps of the loop are *steady* waits; the interval that
@@ -46,6 +49,7 @@ MAX_LOOPS = 64
 MAX_FITS = 256
 MAX_FN_KEYS = 512
 PRIORITY = {"keras": 4, "optimizer": 3, "function": 2, "gradient": 1, "iterator": 0}
+NO_GRADIENT_FUNCTION_PRIORITY = 0.5  # a fallback tf.function whose trace computed no gradient
 KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data")
 BATCH = 8  # steady steps counted together (see StepTracker.log_fetch)
 BATCH_AFTER = 64  # ... once the loop has this many: its start-up is counted step by step
@@ -165,6 +169,7 @@ class StepTracker(Hook):
         # step-indexed series, and of the loss series of eager steps
         self.fit_starts: list[tuple[int, int]] = []
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
+        self._grad_fns: set[Any] = set()  # loop keys of the functions whose trace computed a gradient
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
         self._count = 0
@@ -511,6 +516,20 @@ class StepTracker(Hook):
         if name not in names and len(names) < 16:
             names.append(name)
 
+    def on_traced_gradient(self) -> None:
+        """A gradient was computed while tracing: the tf.function being called is a training step
+        even if it updates its variables by hand (a fallback source of the first rank)."""
+        fn = self._calling
+        if fn is None:
+            return
+        key = self.loop_key(fn)
+        if key in self._grad_fns or len(self._grad_fns) >= MAX_FN_KEYS:
+            return
+        self._grad_fns.add(key)
+        src = self._sources.get(id(fn))
+        if src is not None:
+            src.prio = PRIORITY["function"]
+
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
         self._unbatch()
         self._count_calls(fn, 1)
@@ -675,6 +694,8 @@ class StepTracker(Hook):
             name = getattr(obj, "__name__", None) or getattr(obj, "_name", None) or str(obj)
             src = Source(key, str(name), kind)
             src.site = user_frame(sys._getframe(1))
+            if kind == "function" and self.loop_key(obj) not in self._grad_fns:
+                src.prio = NO_GRADIENT_FUNCTION_PRIORITY
             self._sources[key] = src
         now = t_end if t_end is not None else t_start
         inp = self.session.input
