@@ -120,7 +120,7 @@ def test_retrace_of_the_final_partial_batch_is_info_with_both_remedies(profiled)
     d = s["details"]
     assert s["severity"] == "info"
     assert (d["traces"], d["retraces"]) == (2, 1)
-    assert d["partial_batch"] == {"args": ["x", "y"], "full": 32, "partial": 4}
+    assert d["partial_batch"] == {"args": ["x", "y"], "full": 32, "partial": 4, "partials": [4]}
     assert "drop_remainder=True" in s["message"] and "None batch dimension" in s["message"]
     assert "traced 2 times: the first trace + 1 retrace" in s["message"]
     assert "grows memory" not in s["message"]

@@ -159,6 +159,36 @@ def test_traces_made_while_saving_a_savedmodel_are_not_retraces(tmp_path):
     assert model.__call__.experimental_get_tracing_count() > before + 1  # saving traced it again
     (sig,) = [x for x in retraces(s.report()) if x.details["function"] == "__call__" and x.details["traces"] > 1]
     assert sig.details["traces"] == 2 and sig.details["retraces"] == 1, sig.message
-    assert sig.details["partial_batch"] == {"args": ["x"], "full": 32, "partial": 20}
+    assert sig.details["partial_batch"] == {"args": ["x"], "full": 32, "partial": 20, "partials": [20]}
     assert sig.severity == "info"
     assert s.store.counters.get("retrace.export_traces", 0) >= 2
+
+
+def test_last_batches_of_the_training_and_validation_sets_are_partial_batch_retraces():
+    """A model's forward ``tf.function`` called on a training set (last batch 20 of 32) and a
+    validation set (last batch 6): two retraces, one per batch size, not one per step (info)."""
+    w = tf.Variable(tf.ones([8, 2]))
+    forward = tf.function(lambda x: tf.matmul(x, w))
+    train = tf.data.Dataset.from_tensor_slices(tf.zeros([84, 8])).batch(32)
+    val = tf.data.Dataset.from_tensor_slices(tf.zeros([38, 8])).batch(32)
+    with watch(signals={"retrace"}) as s:
+        for _ in range(3):
+            for x in train:
+                forward(x)
+            for x in val:
+                forward(x)
+    (sig,) = retraces(s.report())
+    assert (sig.details["traces"], sig.details["retraces"]) == (3, 2)
+    assert sig.severity == "info"
+    assert sig.details["partial_batch"]["partials"] == [20, 6] and sig.details["partial_batch"]["full"] == 32
+    assert "final partial batches (20 and 6 instead of 32) give `x`" in sig.message
+
+
+def test_a_shrinking_batch_on_every_call_is_not_a_partial_batch():
+    w = tf.Variable(tf.ones([8, 2]))
+    forward = tf.function(lambda x: tf.matmul(x, w), reduce_retracing=False)
+    with watch(signals={"retrace"}) as s:
+        for n in range(20, 12, -1):
+            forward(tf.zeros([n, 8]))
+    (sig,) = retraces(s.report())
+    assert sig.severity == "warning" and sig.details["partial_batch"] is None

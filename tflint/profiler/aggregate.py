@@ -88,6 +88,25 @@ def _retrace_fix(causes: dict[str, int], examples: list[dict[str, Any]], recreat
     return "; ".join(fixes)
 
 
+MAX_PARTIAL_RETRACES = 3  # a training set's, a validation set's and a test set's last batch
+
+
+def _partial_batches(rec: dict[str, Any], examples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"args", "full", "partial", "partials"}`` when each of a function's few retraces is a
+    batch that shrank (the last batch of each dataset it is called on), else None."""
+    from tflint.runtime.retrace import partial_batch_change
+
+    n = rec["retraces"]
+    if not 1 <= n <= MAX_PARTIAL_RETRACES or len(examples) < n:
+        return None
+    changes = [partial_batch_change(e.get("causes") or []) for e in examples[:n]]
+    if any(c is None for c in changes) or any(c["args"] != changes[0]["args"] for c in changes):
+        return None
+    partials = sorted({c["partial"] for c in changes}, reverse=True)
+    return {"args": changes[0]["args"], "full": max(c["full"] for c in changes), "partial": partials[0],
+            "partials": partials}
+
+
 def _retrace_signals(session: Any) -> list[Signal]:
     out = []
     for rec in session.store.records_of("retrace"):
@@ -107,17 +126,15 @@ def _retrace_signals(session: Any) -> list[Signal]:
         site = rec.get("retrace_site") or rec.get("first_site")
         sev = "warning"
         cost = "Each retrace rebuilds the graph (slow, and each trace is kept in the function's cache)"
-        partial = None
-        if rec["retraces"] == 1 and not recreated:
-            from tflint.runtime.retrace import partial_batch_change
-
-            partial = partial_batch_change(first_causes)
+        partial = _partial_batches(rec, examples) if not recreated else None
         if partial is not None:
-            # one extra trace for the last, smaller batch of the dataset: expected, once per shape
+            # one extra trace for the last, smaller batch of each dataset: expected, once per shape
             sev = "info"
             args = ", ".join(f"`{a}`" for a in partial["args"])
-            what = (f"tf.function `{rec['function']}` {_trace_counts(rec)}: the final partial batch "
-                    f"({partial['partial']} instead of {partial['full']}) gives {args} a new leading dimension")
+            sizes = " and ".join(str(n) for n in partial["partials"])
+            what = (f"tf.function `{rec['function']}` {_trace_counts(rec)}: the final partial batch"
+                    f"{'es' if len(partial['partials']) > 1 else ''} ({sizes} instead of {partial['full']}) give"
+                    f"{'' if len(partial['partials']) > 1 else 's'} {args} a new leading dimension")
             cost = "This costs one trace per new batch size, not one per step"
             fix = ("drop the partial batch with .batch(batch_size, drop_remainder=True), or give the function an "
                    "input_signature with a None batch dimension (e.g. tf.TensorSpec([None, ...])) so one trace serves every batch size")
