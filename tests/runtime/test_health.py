@@ -218,6 +218,31 @@ def test_keras_callback_reports_untracked_variables_and_restores():
     assert list(context.context().op_callbacks) == before_callbacks
 
 
+def test_a_model_that_fit_builds_lazily_is_not_reported_as_having_no_trainable_variables():
+    """A Sequential without an Input and a subclassed model get their weights in their first
+    forward pass, inside fit's first train_step (seen on the TensorFlow regression, time-series
+    and word2vec tutorials, as an error)."""
+
+    class Sub(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden, self.out = keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.out(self.hidden(x))
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 4)).astype(np.float32)
+    y = x @ np.array([[1.0], [2.0], [-1.0], [0.5]], np.float32)
+    for model in (keras.Sequential([keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]), Sub()):
+        assert not model.trainable_variables
+        model.compile(optimizer="adam", loss="mse")
+        with watch() as s:
+            model.fit(x, y, epochs=3, batch_size=32, verbose=0)
+        assert model.trainable_variables
+        assert [sig.message for sig in s.report().signals if sig.kind == "dead-parameter"] == []
+
+
 def test_a_first_layer_cut_off_by_dead_relus_is_told_from_vanishing_gradients():
     """A ReLU layer that outputs 0 for every input passes back no gradient at all: the layers
     before it get exactly zero, not a small gradient, and sigmoid-to-ReLU advice would not help."""

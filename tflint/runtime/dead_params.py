@@ -102,12 +102,15 @@ class DeadParameterHook(Hook):
 
         def make(orig: Any) -> Any:
             def train_step(model: Any, data: Any) -> Any:
+                out = orig(model, data)
+                # after the step: a model built lazily (a subclass, a Sequential without an Input)
+                # gets its weights in its first forward pass, inside the first train_step
                 if hook.active:
                     try:
                         hook._on_train_step(model)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "Keras train_step wrapper")
-                return orig(model, data)
+                return out
 
             return train_step
 
@@ -116,8 +119,8 @@ class DeadParameterHook(Hook):
     def _on_train_step(self, model: Any) -> None:
         if model.trainable_weights or id(model) in self.no_weights or len(self.no_weights) >= 8:
             return
-        self.no_weights[id(model)] = {"model": type(model).__name__, "untracked": untracked_variables(model),
-                                      "site": user_frame(), "api": "fit"}
+        self.no_weights[id(model)] = {"model": type(model).__name__, "name": str(getattr(model, "name", "") or ""),
+                                      "untracked": untracked_variables(model), "site": user_frame(), "api": "fit"}
 
     def on_empty_sources(self, site: Any) -> None:
         key = ("tape", tuple(site) if site else None)
@@ -202,7 +205,8 @@ def signals(session: Any) -> list[Any]:
         if rec["api"] == "fit":
             un = rec["untracked"]
             names = ", ".join(f"`self.{u['attribute']}`" for u in un)
-            msg = (f"`{rec['model']}` has no trainable variables, yet model.fit ran: no gradient is computed and the "
+            named = f" `{rec['name']}`" if rec.get("name") and rec["name"] != rec["model"] else ""
+            msg = (f"`{rec['model']}`{named} has no trainable variables, yet model.fit ran: no gradient is computed and the "
                    "loss never changes"
                    + (f". Keras 3 does not track the plain tf.Variable attribute(s) {names}" if un else "")
                    + ". Fix: create weights with self.add_weight(...) (or keras.Variable) in the layer/model, "
