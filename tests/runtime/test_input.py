@@ -72,6 +72,37 @@ def test_keras_fit_waits_are_measured_inside_the_graph():
     assert sig.location.file == HERE and sig.location.line == line
 
 
+def test_a_pass_over_another_dataset_before_fit_is_not_fits_input_wait():
+    """A script reads a slow text pipeline once, eagerly, before training (a vocabulary pass:
+    TensorFlow's word2vec tutorial), then fits on a cached, prefetched dataset. That pass fed no
+    step: it is neither fit's start-up wait nor the pipeline the report describes."""
+
+    def slowly(x):
+        def slow(a):
+            time.sleep(0.02)
+            return a
+
+        return tf.ensure_shape(tf.numpy_function(slow, [x], tf.float32), [4])
+
+    raw = tf.data.Dataset.from_tensor_slices(np.ones([80, 4], np.float32)).map(slowly)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 4)).astype(np.float32)
+    train = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(32).cache().prefetch(tf.data.AUTOTUNE)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    with watch(signals={"input-stall"}) as s:
+        t0 = time.perf_counter()
+        rows = list(raw.as_numpy_iterator())  # 80 slow reads, ~1.6 s, before training
+        t_pass = time.perf_counter() - t0
+        model.fit(train, epochs=5, verbose=0)
+    assert len(rows) == 80
+    rep = s.report()
+    (loop,) = rep.metrics["loops"]
+    assert loop["startup_input_wait_s"] < 0.5 * t_pass and loop["startup_time_s"] < t_pass, (loop, t_pass)
+    assert rep.signals_of("input-stall") == [], [x.message for x in rep.signals_of("input-stall")]
+    assert "MapDataset" not in rep.metrics["input"]["dataset"]["chain"], rep.metrics["input"]["dataset"]["chain"]
+
+
 def test_prefetched_in_memory_pipeline_is_clean():
     x = np.random.rand(512, 4).astype("float32")
     y = np.random.rand(512, 1).astype("float32")

@@ -276,10 +276,11 @@ def _dataset_of(it: Any) -> Any:
 
 
 class _IterStats:
-    __slots__ = ("wait", "count", "slow", "dataset", "desc", "site", "max_wait")
+    __slots__ = ("wait", "loop_wait", "count", "slow", "dataset", "desc", "site", "max_wait")
 
     def __init__(self) -> None:
         self.wait = 0.0
+        self.loop_wait = 0.0  # waited once a training loop had begun (not a preprocessing pass before it)
         self.count = 0
         self.slow = 0
         self.max_wait = 0.0
@@ -562,6 +563,8 @@ class InputHook(Hook):
         if dt > st.max_wait:
             st.max_wait = dt
         steps = self.session.steps
+        if steps is not None and steps.has_loops:
+            st.loop_wait += dt
         # the iterator is a fallback source: once a training loop is known, its ticks count for
         # nothing (and a logged fetch, counted by the step tracker, never ticks)
         if steps is not None and not steps.has_loops and (steps.primary is None or steps.primary.kind == "iterator"):
@@ -699,6 +702,10 @@ class InputHook(Hook):
             # described now: Keras' adapter datasets live no longer than their iterator
             self._graph_ds[key] = describe_dataset(ds)
 
+    def reads_in_graph(self, key: Any) -> bool:
+        """Whether the tf.function of loop ``key`` fetched batches inside its trace."""
+        return key in self._graph_ds
+
     def reset_window(self) -> None:
         self._win_t = None
 
@@ -741,13 +748,19 @@ class InputHook(Hook):
     def _main_dataset(self, loops: list[Any]) -> tuple[dict[str, Any] | None, Any]:
         """Description of the dataset that feeds the steps with the most waiting, and its stats:
         the dataset read inside the training tf.function (fit's adapter pipeline, a distributed
-        dataset's pipeline), else the eager iterator with the most waiting."""
+        dataset's pipeline), else the eager iterator with the most waiting. Eager iterators are
+        ranked by their waits once a training loop had begun: a pass over a dataset before
+        training (building a vocabulary, materialising sequences) does not feed the steps."""
+        in_loops = any(st.loop_wait > 0 for st in self._by_iter.values())
         best = None
         for st in self._by_iter.values():
-            if best is None or st.wait > best.wait:
+            w = st.loop_wait if in_loops else st.wait
+            if best is None or w > (best.loop_wait if in_loops else best.wait):
                 best = st
+        best_wait = (best.loop_wait if in_loops else best.wait) if best is not None else 0.0
         gw, gc, _ = self._acc_read
-        if gc and (best is None or gw > best.wait):
+        graph_loop = any(lp.key in self._graph_ds for lp in loops)
+        if gc and (best is None or gw > best_wait or (graph_loop and not in_loops)):
             desc = None
             for lp in sorted(loops, key=lambda lp: -(lp.steady_wait_s + lp.startup_wait_s)):
                 if lp.key in self._graph_ds:

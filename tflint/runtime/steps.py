@@ -627,7 +627,11 @@ class StepTracker(Hook):
         loop.n += 1
         dt = None
         if transition:
-            begin = t0 if fetch_t0 is None else min(t0, fetch_t0)
+            # a loop that reads its batches inside its tf.function (fit, a step over an
+            # iterator): eager fetches before its first step read other pipelines (preprocessing,
+            # a vocabulary pass), not its own; its start-up is the call and its in-graph waits
+            in_graph = inp is not None and inp.reads_in_graph(loop.key)
+            begin = t0 if fetch_t0 is None or in_graph else min(t0, fetch_t0)
             if self._last_loop_t is not None:
                 begin = max(begin, self._last_loop_t)
             if loop.first is None:
@@ -636,7 +640,10 @@ class StepTracker(Hook):
             loop.startup_s += max(0.0, t1 - begin)
             loop.startups += 1
             if wait is not None:
-                loop.startup_wait_s += max(0.0, wait - self._wait_mark)
+                own = wait - self._wait_mark
+                if in_graph:
+                    own -= inp.eager_wait - self._eager_mark
+                loop.startup_wait_s += max(0.0, own)
         else:
             dt = t1 - (loop.last or t1)
             loop.total += dt
