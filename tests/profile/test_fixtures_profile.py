@@ -22,6 +22,7 @@ SIGNAL_FIXTURES = [
     "retrace_python_int.py",
     "retrace_shape.py",
     "retrace_partial_batch.py",
+    "retrace_partial_batch_mirrored.py",
     "none_gradient_unused.py",
     "none_gradient_unwatched.py",
     "soft_placement.py",
@@ -124,6 +125,17 @@ def test_retrace_of_the_final_partial_batch_is_info_with_both_remedies(profiled)
     assert "drop_remainder=True" in s["message"] and "None batch dimension" in s["message"]
     assert "traced 2 times: the first trace + 1 retrace" in s["message"]
     assert "grows memory" not in s["message"]
+
+
+def test_partial_batch_retrace_under_a_strategy_is_seen_through_the_per_replica_specs(profiled):
+    """The distributed step gets one spec per replica; the final batch of 4 is 2 per replica."""
+    s = _only(profiled("retrace_partial_batch_mirrored.py"), "retrace")
+    d = s["details"]
+    assert s["severity"] == "info" and (d["traces"], d["retraces"]) == (2, 1)
+    assert d["partial_batch"] == {"args": ["batch[0]", "batch[1]"], "full": 16, "partial": 2, "partials": [2],
+                                  "per_replica": True}
+    assert "(2 instead of 16 per replica) gives `batch[0]`, `batch[1]`" in s["message"]
+    assert d["causes"][0] == "batch[0] (each replica): TensorSpec(shape=(16, 8)) -> (2, 8)"
 
 
 def test_retrace_counts_add_up(profiled):

@@ -103,8 +103,11 @@ def _partial_batches(rec: dict[str, Any], examples: list[dict[str, Any]]) -> dic
     if any(c is None for c in changes) or any(c["args"] != changes[0]["args"] for c in changes):
         return None
     partials = sorted({c["partial"] for c in changes}, reverse=True)
-    return {"args": changes[0]["args"], "full": max(c["full"] for c in changes), "partial": partials[0],
-            "partials": partials}
+    out = {"args": changes[0]["args"], "full": max(c["full"] for c in changes), "partial": partials[0],
+           "partials": partials}
+    if any(c.get("per_replica") for c in changes):
+        out["per_replica"] = True
+    return out
 
 
 def _retrace_signals(session: Any) -> list[Signal]:
@@ -133,7 +136,8 @@ def _retrace_signals(session: Any) -> list[Signal]:
             args = ", ".join(f"`{a}`" for a in partial["args"])
             sizes = " and ".join(str(n) for n in partial["partials"])
             what = (f"tf.function `{rec['function']}` {_trace_counts(rec)}: the final partial batch"
-                    f"{'es' if len(partial['partials']) > 1 else ''} ({sizes} instead of {partial['full']}) give"
+                    f"{'es' if len(partial['partials']) > 1 else ''} ({sizes} instead of {partial['full']}"
+                    f"{' per replica' if partial.get('per_replica') else ''}) give"
                     f"{'' if len(partial['partials']) > 1 else 's'} {args} a new leading dimension")
             cost = "This costs one trace per new batch size, not one per step"
             fix = ("drop the partial batch with .batch(batch_size, drop_remainder=True), or give the function an "

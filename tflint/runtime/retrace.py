@@ -24,6 +24,7 @@ from tflint.runtime.hookbase import Hook, is_library_file, user_frame
 from tflint.runtime.store import add_example
 
 KIND = "retrace"
+PER_REPLICA = " (each replica)"
 MAX_DIFF_CANDIDATES = 16
 MAX_LIVE_OBJECTS = 4096
 _TF_MARK = "tensorflow"
@@ -100,6 +101,19 @@ def describe_change(path: str, old: Any, new: Any, out: list[str], limit: int = 
             cls = type(target).__name__ if target is not None else "object"
             out.append(f"{path}: new Python object ({cls}) — custom objects are matched by identity")
             return
+        if on == "PerReplicaSpec":  # a tf.distribute strategy's batch: one spec per replica
+            specs = [tuple(getattr(t, "_value_specs", ()) or ()) for t in (old, new)]
+            if specs[0] and len(specs[0]) == len(specs[1]):
+                each: list[list[str]] = []
+                for o, n in zip(*specs):
+                    each.append([])
+                    describe_change(path, o, n, each[-1], limit)
+                if all(e == each[0] for e in each):  # every replica changed alike
+                    out.extend(line.replace(f"{path}:", f"{path}{PER_REPLICA}:", 1) for line in each[0][:limit - len(out)])
+                else:
+                    for i, e in enumerate(each):
+                        out.extend(line.replace(f"{path}:", f"{path} (replica {i}):", 1) for line in e[:limit - len(out)])
+                return
         oc, nc = _components(old), _components(new)
         if oc is not None and nc is not None:
             if [k for k, _ in oc] != [k for k, _ in nc]:
@@ -385,4 +399,7 @@ def partial_batch_change(causes: list[str]) -> dict[str, Any] | None:
             return None
         full, partial = o, n
         args.append(m.group("arg").strip())
-    return {"args": args, "full": full, "partial": partial}
+    out: dict[str, Any] = {"args": [a.removesuffix(PER_REPLICA) for a in args], "full": full, "partial": partial}
+    if any(a.endswith(PER_REPLICA) for a in args):
+        out["per_replica"] = True  # a tf.distribute batch: the sizes are each replica's
+    return out
