@@ -192,3 +192,27 @@ def test_a_shrinking_batch_on_every_call_is_not_a_partial_batch():
             forward(tf.zeros([n, 8]))
     (sig,) = retraces(s.report())
     assert sig.severity == "warning" and sig.details["partial_batch"] is None
+
+
+def test_the_initializer_of_a_first_traces_variables_is_not_a_trace_of_the_function():
+    """A step whose first trace creates variables (an optimizer's slots) is traced twice, and
+    TensorFlow traces an initializer for those variables on its behalf: two traces of the step's
+    body, not three."""
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    opt = keras.optimizers.Adam(1e-2)
+    body_runs = []
+
+    @tf.function
+    def train_step(x):
+        body_runs.append(x.shape)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    with watch(signals={"retrace"}) as s:
+        for batch in [32, 32, 32, 4]:
+            train_step(tf.ones([batch, 8]))
+    assert len(body_runs) == train_step.experimental_get_tracing_count() == 3
+    (sig,) = retraces(s.report())
+    assert (sig.details["traces"], sig.details["retraces"]) == (3, 1), sig.message

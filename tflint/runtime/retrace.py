@@ -276,7 +276,9 @@ class RetraceHook(Hook):
             return True
 
     def _record(self, cf: Any, fn_obj: Any, options: Any, lookup_type: Any, ctx: Any, site: Any) -> None:
-        pyfunc = getattr(fn_obj, "_python_function", None) or getattr(options, "python_function", None)
+        # the function traced: the tf.function's own, or one TensorFlow traces on its behalf (the
+        # initializer of the variables its first trace created, which is not a trace of it)
+        pyfunc = getattr(options, "python_function", None) or getattr(fn_obj, "_python_function", None)
         raw = getattr(pyfunc, "__func__", pyfunc)
         for _ in range(8):  # unwrap decorators (functools.wraps / tf_decorator)
             inner = getattr(raw, "__wrapped__", None) or getattr(raw, "_tf_decorator", None) and getattr(raw._tf_decorator, "decorated_target", None)
