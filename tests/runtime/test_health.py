@@ -449,6 +449,39 @@ def test_a_gans_players_get_their_own_series_and_are_judged_apart(graph):
     jsonschema.Draft202012Validator(part).validate(json.loads(rep.to_json())["metrics"]["losses"])
 
 
+def test_models_trained_one_after_another_each_get_their_stall_judged():
+    """Two models fitted in turn (TensorFlow's regression tutorial fits four) train disjoint
+    variables at two places, like a GAN's players, but one after the other: each model's loss is
+    judged, and the second one's stall (learning rate 0) is found at its own fit call."""
+    import inspect
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((320, 8)).astype(np.float32)
+    y = x[:, :1] + x[:, 1:2]
+
+    def model():
+        m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+        return m
+
+    keras.utils.set_random_seed(0)
+    first, second = model(), model()
+    first.compile(keras.optimizers.SGD(0.05), "mse")
+    second.compile(keras.optimizers.SGD(0.0), "mse")
+
+    def train():
+        first.fit(x, y, batch_size=320, epochs=80, verbose=0)
+        second.fit(x, y, batch_size=320, epochs=80, verbose=0)
+
+    lines, start = inspect.getsourcelines(train)
+    second_line = start + next(i for i, text in enumerate(lines) if "second.fit" in text)
+    with watch() as s:
+        train()
+    assert s.health.separate_losses()
+    (sig,) = [x for x in s.report().signals if x.kind == "loss-stall"]
+    assert sig.location.line == second_line, sig.location
+    assert "lr-zero" in {c["kind"] for c in sig.details["causes"]}
+
+
 def test_each_fit_call_is_judged_on_its_own_for_a_stall():
     """Two ``fit`` calls: the first learns, the second (its learning rate set to 0) cannot. As one
     series the run went down; judged per call, the second call's stall is found, in its steps."""

@@ -6,10 +6,10 @@ the Theil–Sen trend changes the loss by less than ``FLAT_RELATIVE`` of its lev
 of the run, *and* the loss at the end is not materially below the loss at the start (so a run
 that converged early and then plateaued is not a stall). A loss at ~0 (already fitted) or
 non-finite (``nan-inf`` says why) is not judged. Causes looked for: all gradients ``None`` or
-zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels. A run whose
-gradient calls, at two places in the code, train disjoint sets of variables (a GAN's
-discriminator and generator) is not judged: neither loss is meant to fall, and the loss series
-holds both.
+zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels. Where gradient
+calls at different places in the code train disjoint sets of variables, each place's own loss is
+judged, when they ran one after another (several models trained in turn); when they ran
+together (a GAN's discriminator and generator) nothing is judged: neither loss is meant to fall.
 
 Labels are seen where a Keras loss (``compile(loss=...)`` or a ``keras.losses`` object called in
 a custom loop) receives them inside a traced step: ``Loss.__call__`` is wrapped, and at trace
@@ -221,6 +221,22 @@ def causes(session: Any) -> list[dict[str, Any]]:
     return out
 
 
+def losses_to_judge(mon: Any) -> list[tuple[list[list[float]], Any]]:
+    """The loss series to judge, each with the gradient call site it belongs to (None: the
+    run's one loss). Separate losses (see ``HealthMonitor.separate_losses``) that ran one after
+    another are judged one by one; separate losses whose steps interleave (a GAN's players,
+    each not meant to fall) are not judged at all."""
+    if not mon.separate_losses():
+        return [(mon.loss.downsample(400), None)]
+    groups = [(pts, site) for site, ss in mon.site_groups() if (pts := ss.loss.downsample(400))]
+    spans = [(min(p[0] for p in pts), max(p[0] for p in pts)) for pts, _ in groups]
+    for i, (a0, a1) in enumerate(spans):
+        for b0, b1 in spans[i + 1:]:
+            if min(a1, b1) > max(a0, b0):
+                return []
+    return groups
+
+
 def signals(session: Any) -> list[Any]:
     from tflint.profiler.report import Location, Signal
 
@@ -229,11 +245,13 @@ def signals(session: Any) -> list[Any]:
     if mon is None or hook is None:
         return []
     labels_constant = constant_labels(session) is not None
-    if mon.separate_losses() and not labels_constant:
-        return []  # a GAN's losses: each player's loss is not meant to fall, and the series mixes them
     j = None
-    for seg in hook.fit_segments(mon.loss.downsample(400), graph_steps=bool(mon.probes)):
-        j = hook.judge(seg, labels_constant=labels_constant)
+    judged_site = None
+    for pts, judged_site in ([(mon.loss.downsample(400), None)] if labels_constant else losses_to_judge(mon)):
+        for seg in hook.fit_segments(pts, graph_steps=bool(mon.probes)):
+            j = hook.judge(seg, labels_constant=labels_constant)
+            if j is not None:
+                break
         if j is not None:
             break
     if j is None:
@@ -265,7 +283,7 @@ def signals(session: Any) -> list[Any]:
         msg = (f"Loss does not decrease: {what} for {j['steps']} steps"
                + (". Likely cause: " + "; ".join(c["text"] for c in cs) if cs else "")
                + ". Fix: " + "; ".join(fixes) + ".")
-    site = mon.probes[-1].site if mon.probes and mon.probes[-1].site else None
+    site = judged_site or (mon.probes[-1].site if mon.probes and mon.probes[-1].site else None)
     if site is None:
         src = session.steps.primary if session.steps is not None else None
         site = getattr(src, "site", None)
