@@ -102,6 +102,24 @@ def test_fit_counts_training_batches_only_not_validation_or_evaluate_batches():
     assert steady and max(steady) < 0.05, steady  # no interval holds a 50 ms validation batch
 
 
+def test_fit_with_steps_per_execution_counts_every_step_not_every_call():
+    """compile(steps_per_execution=4): each call of the train function runs up to 4 steps (the
+    last of an epoch of 21 batches runs 1). Every step is counted, and a step's time is its
+    share of the call's."""
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((21 * 32, 4)).astype("float32")
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    model.compile(tf.keras.optimizers.SGD(0.01), "mse", steps_per_execution=4)
+    with watch() as s:
+        model.fit(x, x[:, :1], batch_size=32, epochs=3, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 63
+    (loop,) = s.steps.summary()["loops"]
+    assert loop["steps"] == 63 and s.steps.count == 63
+    # 18 calls: the steady intervals are those of ~60 steps, not of ~17 calls
+    assert loop["mean_step_time_s"] * 50 <= loop["steady_time_s"], loop
+
+
 def test_validation_input_waits_are_not_the_training_loops():
     """Validation batches from a slow pipeline: their waits are the test function's, not the
     training loop's start-up waits (which the first step after each validation run begins)."""

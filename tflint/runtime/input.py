@@ -796,7 +796,7 @@ class InputHook(Hook):
         steady_wait = sum(lp.steady_wait_s for lp in loops)
         startup_span = sum(lp.startup_s for lp in loops)
         steady_span = sum(lp.total for lp in loops)
-        intervals = sum(lp.series.count for lp in loops)
+        intervals = sum(lp.intervals for lp in loops)
         span = startup_span + steady_span
         share = max(0.0, min(1.0, (startup_wait + steady_wait) / span)) if span > 0 else None
         desc, stats = self._main_dataset(loops)

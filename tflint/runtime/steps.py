@@ -6,7 +6,8 @@ A *training loop* is a stream of optimizer updates:
   ``tf.function`` steps, a GAN step with two optimizers): one step per call; Keras ``fit``'s
   train function is such a loop too, of kind ``keras`` and named after the model (its test
   function, which validation and ``evaluate`` run, is not: the first training step after it
-  starts again);
+  starts again), and a call of it runs ``steps_per_execution`` steps (the count is corrected
+  from the optimizer's iterations when the ``fit`` ends: an epoch's last call may run fewer);
 * ``optimizer`` — optimizer updates run eagerly (eager custom loops). Optimizers applied in the
   same step (a GAN's discriminator and generator) form one loop: its step is counted on the
   update of the loop's first optimizer, and an optimizer first seen while a loop is in its first
@@ -61,7 +62,7 @@ class Source:
 
     __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
                  "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
-                 "leader", "step_opts", "model", "start_step")
+                 "leader", "step_opts", "model", "start_step", "per_call", "extra_intervals")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -86,9 +87,18 @@ class Source:
         self.step_opts: set[int] = set()
         self.model: str | None = None
         self.start_step = 0  # training loops: the process's step count before this loop's first step
+        # Keras fit with steps_per_execution = k: each call of the train function runs up to k
+        # steps; an interval between calls is k step intervals
+        self.per_call = 1
+        self.extra_intervals = 0
+
+    @property
+    def intervals(self) -> int:
+        """Step intervals in ``total`` (a call of ``per_call`` steps is that many)."""
+        return self.series.count + self.extra_intervals
 
     def to_dict(self) -> dict[str, Any]:
-        n_int = self.series.count
+        n_int = self.intervals
         pts = sorted(p[1] for p in self.series.points)
         span = self.total + self.startup_s
         wait = self.steady_wait_s + self.startup_wait_s
@@ -168,6 +178,7 @@ class StepTracker(Hook):
         # where each model.fit call began, as (step count, eager gradient calls): the x of the
         # step-indexed series, and of the loss series of eager steps
         self.fit_starts: list[tuple[int, int]] = []
+        self._per_call: dict[int, int] = {}  # id(model) -> its steps_per_execution, at its last fit
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
         self._grad_fns: set[Any] = set()  # loop keys of the functions whose trace computed a gradient
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
@@ -268,9 +279,10 @@ class StepTracker(Hook):
 
         def make(orig: Any) -> Any:
             def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
+                start = None
                 if hook.active:
                     try:
-                        hook._on_fit_start()
+                        start = hook._on_fit_start(model)
                     except Exception as exc:  # noqa: BLE001
                         hook.fail(exc, "noting a fit call")
                 try:
@@ -278,21 +290,54 @@ class StepTracker(Hook):
                 except BaseException as exc:
                     drop_own_frame(exc)
                     raise
+                finally:
+                    if start is not None and hook.active:
+                        try:
+                            hook._on_fit_end(model, start)
+                        except Exception as exc:  # noqa: BLE001
+                            hook.fail(exc, "counting a fit call's steps")
 
             return fit
 
         self.patch(TensorFlowTrainer, "fit", make)
 
-    def _on_fit_start(self) -> None:
-        if len(self.fit_starts) >= MAX_FITS:
+    def _on_fit_start(self, model: Any) -> tuple[int, int] | None:
+        """Notes the fit call; with ``steps_per_execution`` > 1, returns what its end needs to
+        count its steps exactly: the loop's steps and the optimizer's iterations so far."""
+        spe = _steps_per_execution(model)
+        if len(self._per_call) < MAX_FITS or id(model) in self._per_call:
+            self._per_call[id(model)] = spe
+        loop = self._loops.get(("keras", id(model)))
+        if loop is not None:
+            loop.per_call = spe
+        if len(self.fit_starts) < MAX_FITS:
+            mon = self.session.health
+            eager_calls = 0
+            if mon is not None and mon.active:
+                if mon.probes:
+                    mon.read_now()  # the last fit's steps since its last read are its own
+                eager_calls = mon.eager_calls
+            self.fit_starts.append((self.count, eager_calls))
+        if spe == 1:
+            return None
+        iterations = _optimizer_iterations(model)
+        return (loop.n if loop is not None else 0, iterations) if iterations is not None else None
+
+    def _on_fit_end(self, model: Any, start: tuple[int, int]) -> None:
+        """A fit with ``steps_per_execution`` = k counted k steps per call; the last call of each
+        epoch may run fewer. The optimizer's iterations say how many ran: the count is corrected."""
+        self._unbatch()
+        loop = self._loops.get(("keras", id(model)))
+        end = _optimizer_iterations(model)
+        if loop is None or end is None:
             return
-        mon = self.session.health
-        eager_calls = 0
-        if mon is not None and mon.active:
-            if mon.probes:
-                mon.read_now()  # the last fit's steps since its last read are its own
-            eager_calls = mon.eager_calls
-        self.fit_starts.append((self.count, eager_calls))
+        counted = loop.n - start[0]
+        over = counted - (end - start[1])
+        if 0 < over < counted:
+            loop.n -= over
+            loop.extra_intervals = max(0, loop.extra_intervals - over)
+            self._loop_steps -= over
+            self._count = self._loop_steps
 
     def _uninstall(self) -> None:
         self.flush()  # the steps recorded before the hooks go off
@@ -546,11 +591,12 @@ class StepTracker(Hook):
                     loop.model = str(getattr(model, "name", "model"))
                     loop.name = f"{loop.model}.fit"
                     loop.kind = "keras"  # Keras fit's train function
+                    loop.per_call = self._per_call.get(id(model), 1)
             if len(opts) != len(loop.optimizers):
                 loop.optimizers = list(opts)
             self._train_ticks_since_keras += 1
             self._loop_tick(loop, t0, t1)
-            if loop.n >= BATCH_AFTER and self._last_loop is loop:
+            if loop.n >= BATCH_AFTER and self._last_loop is loop and loop.per_call == 1:
                 self._fast_fn, self._fast_src, self._fast_loop = fn, loop, True
             return
         if key is not None and str(key[0]).startswith("keras:"):
@@ -624,7 +670,8 @@ class StepTracker(Hook):
         if inp is not None and inp.active:
             wait = inp.wait_now(force=transition)
             fetch_t0 = inp.take_fetch_start()
-        loop.n += 1
+        k = loop.per_call
+        loop.n += k
         dt = None
         if transition:
             # a loop that reads its batches inside its tf.function (fit, a step over an
@@ -648,6 +695,9 @@ class StepTracker(Hook):
             dt = t1 - (loop.last or t1)
             loop.total += dt
             loop.calls_time += t1 - t0
+            if k > 1:  # a call of k steps: k intervals, each the call's k-th part
+                dt /= k
+                loop.extra_intervals += k - 1
             loop.series.add(loop.n, dt)
             if wait is not None:
                 loop.steady_wait_s += max(0.0, wait - self._wait_mark)
@@ -657,7 +707,7 @@ class StepTracker(Hook):
         loop.last = t1
         self._last_loop = loop
         self._last_loop_t = t1
-        self._loop_steps += 1
+        self._loop_steps += k
         self._count = self._loop_steps
         if dt is not None:
             self._last_step_time = dt
@@ -795,7 +845,7 @@ class StepTracker(Hook):
             return d
         d["source"] = {"kind": main.kind, "name": main.name}
         d["step_time_s"] = main.series.downsample(200)
-        n_int = sum(lp.series.count for lp in lps)
+        n_int = sum(lp.intervals for lp in lps)
         steady = sum(lp.total for lp in lps)
         d["mean_step_time_s"] = (steady / n_int) if n_int else None
         pts = sorted(p[1] for lp in lps for p in lp.series.points)
@@ -803,6 +853,22 @@ class StepTracker(Hook):
             d["median_step_time_s"] = pts[len(pts) // 2]
         d["span_s"] = (main.last - main.first) if main.last is not None and main.first is not None else None
         return d
+
+
+def _steps_per_execution(model: Any) -> int:
+    try:
+        return max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _optimizer_iterations(model: Any) -> int | None:
+    """The model's optimizer's update count (one eager read), or None."""
+    try:
+        it = model.optimizer.iterations
+        return int(it.numpy() if hasattr(it, "numpy") else it)
+    except Exception:  # noqa: BLE001 - no optimizer (a custom train_step with its own)
+        return None
 
 
 def _sample_containers(n: int) -> bool:
