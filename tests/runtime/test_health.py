@@ -482,6 +482,61 @@ def test_models_trained_one_after_another_each_get_their_stall_judged():
     assert "lr-zero" in {c["kind"] for c in sig.details["causes"]}
 
 
+@pytest.mark.parametrize("graph", [True, False], ids=["tf.function", "eager"])
+def test_two_optimisations_one_after_another_are_judged_apart(graph):
+    """Two optimisations in turn, of two new variables from one place in the code (TensorFlow's
+    style-transfer tutorial optimises a second image): the first converges, the second starts
+    from a loss 100x larger and falls by more than half. As one series the loss reads flat; a
+    gradient call on variables never differentiated before starts a new part."""
+    levels: list[tuple[float, float]] = []
+
+    def make(scale, lr):
+        v = tf.Variable(tf.fill([64], 3.0))
+        opt = keras.optimizers.Adam(lr)
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = scale * (tf.reduce_sum((v - 1.0) ** 2) + 10.0)
+            opt.apply_gradients([(tape.gradient(loss, v), v)])
+            return loss
+
+        return tf.function(step) if graph else step
+
+    with watch() as s:
+        for scale, lr, n in ((1.0, 0.1, 300), (100.0, 0.01, 100)):
+            step = make(scale, lr)
+            losses = [float(step()) for _ in range(n)]
+            levels.append((losses[0], losses[-1]))
+    assert levels[0][1] < 0.5 * levels[0][0] and levels[1][1] < 0.5 * levels[1][0]
+    pts = s.health.loss.downsample(400)
+    assert s.hooks["loss-stall"].judge(pts) is not None  # as one series: "flat"
+    assert [x.message for x in s.report().signals if x.kind == "loss-stall"] == []
+    assert len(s.health.run_starts) == 1
+
+
+def test_gradients_with_respect_to_inputs_only_are_not_a_stalled_loss():
+    """Saliency maps (TensorFlow's integrated-gradients tutorial): a frozen model, gradients of
+    a class probability with respect to the input, 150 times. Nothing is trained; the "loss"
+    (the probability) is not meant to fall."""
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4)])
+    model.trainable = False
+
+    @tf.function
+    def saliency(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            prob = tf.nn.softmax(model(x), axis=-1)[:, 1]
+        return tape.gradient(prob, x)
+
+    xs = [tf.random.stateless_uniform((16, 8), seed=(i, 0)) for i in range(5)]
+    with watch() as s:
+        for i in range(150):
+            saliency(xs[i % 5])
+    pts = s.health.loss.downsample(400)
+    assert len(pts) >= 10 and s.hooks["loss-stall"].judge(pts) is not None  # flat, as judged before
+    assert [x.kind for x in s.report().signals if x.kind != "input-stall"] == []
+
+
 def test_each_fit_call_is_judged_on_its_own_for_a_stall():
     """Two ``fit`` calls: the first learns, the second (its learning rate set to 0) cannot. As one
     series the run went down; judged per call, the second call's stall is found, in its steps."""

@@ -59,6 +59,7 @@ MAX_PROBES_READ = 8
 STALE_READ_S = 1.0
 MAX_PROBES = 256
 MAX_LOSS_SITES = 16
+MAX_RUN_STARTS = 64
 EAGER_SITE_CALLS = 64  # eager gradient calls whose place in the code is looked up (a GAN shows both at once)
 MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
@@ -216,6 +217,10 @@ class HealthMonitor(Hook):
         # first variable they differentiate
         self.site_series: dict[Any, SiteSeries] = {}
         self._eager_site: dict[int, Any] = {}
+        # (step count, eager gradient calls) where a gradient call differentiated only variables
+        # never differentiated before, after others had been: a new model or a new optimisation
+        # (a style transfer's second image) begins, from another loss
+        self.run_starts: list[tuple[int, int]] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
@@ -360,12 +365,15 @@ class HealthMonitor(Hook):
 
     # -- variables -------------------------------------------------------------------------
     def _remember_variables(self, sources: list[Any], grads: list[Any]) -> None:
+        had = bool(self.variables)
+        new = known = 0
         for s, g in zip(sources, grads):
             key = id(s)
             info = self.variables.get(key)
             if info is None:
                 if len(self.variables) >= MAX_VARIABLES or not hasattr(s, "assign"):
                     continue
+                new += 1
                 try:
                     ref = weakref.ref(s)
                 except TypeError:
@@ -377,12 +385,17 @@ class HealthMonitor(Hook):
                 if lay not in self.layer_norms:
                     self.layer_order.append(lay)
                     self.layer_norms[lay] = self.store.series(f"grad_norm.{lay}", 256) if len(self.layer_norms) < 64 else None
+            else:
+                known += 1
             if g is None:
                 info["none"] += 1
                 if "none_site" not in info:
                     info["none_site"] = user_site_tf_stack()
             else:
                 info["grads"] += 1
+        if had and new and not known and len(self.run_starts) < MAX_RUN_STARTS:
+            steps = self.session.steps
+            self.run_starts.append((steps.count if steps is not None else 0, self.eager_calls))
 
     # -- eager -----------------------------------------------------------------------------
     def _eager_step(self, target: Any, sources: list[Any], grads: list[Any]) -> None:

@@ -5,7 +5,8 @@ Judged once, when the report is built, on the sampled loss series of
 the Theil–Sen trend changes the loss by less than ``FLAT_RELATIVE`` of its level over the rest
 of the run, *and* the loss at the end is not materially below the loss at the start (so a run
 that converged early and then plateaued is not a stall). A loss at ~0 (already fitted) or
-non-finite (``nan-inf`` says why) is not judged. Causes looked for: all gradients ``None`` or
+non-finite (``nan-inf`` says why) is not judged, nor a run that trains nothing (gradients with
+respect to inputs only, no optimizer update: saliency maps, integrated gradients). Causes looked for: all gradients ``None`` or
 zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels. Where gradient
 calls at different places in the code train disjoint sets of variables, each place's own loss is
 judged, when they ran one after another (several models trained in turn); when they ran
@@ -98,9 +99,13 @@ class LossStallHook(Hook):
         return steps.fit_starts if steps is not None else []
 
     def fit_segments(self, points: list[Any], graph_steps: bool) -> list[list[Any]]:
-        """``points`` split where each ``fit`` call began (a point at the start belongs to the
-        fit before: it holds that fit's last steps)."""
-        return stats.split_at(points, [s[0] if graph_steps else s[1] for s in self.fit_starts])
+        """``points`` split where each ``fit`` call began, and where gradients were first taken
+        of variables never differentiated before (a new model or optimisation; see
+        ``HealthMonitor.run_starts``); a point at a start belongs to the part before it (it holds
+        that part's last steps)."""
+        mon = self.session.health
+        starts = list(self.fit_starts) + (list(mon.run_starts) if mon is not None else [])
+        return stats.split_at(points, [s[0] if graph_steps else s[1] for s in starts])
 
     def _note_labels(self, y_true: Any) -> None:
         graph = getattr(y_true, "graph", None)
@@ -245,6 +250,10 @@ def signals(session: Any) -> list[Any]:
     if mon is None or hook is None:
         return []
     labels_constant = constant_labels(session) is not None
+    if not mon.variables and not mon.applies and not labels_constant:
+        # gradients with respect to inputs only (saliency maps, integrated gradients, an
+        # adversarial example): nothing is trained, and the target is not meant to fall
+        return []
     j = None
     judged_site = None
     for pts, judged_site in ([(mon.loss.downsample(400), None)] if labels_constant else losses_to_judge(mon)):
