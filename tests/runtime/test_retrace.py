@@ -216,3 +216,27 @@ def test_the_initializer_of_a_first_traces_variables_is_not_a_trace_of_the_funct
     assert len(body_runs) == train_step.experimental_get_tracing_count() == 3
     (sig,) = retraces(s.report())
     assert (sig.details["traces"], sig.details["retraces"]) == (3, 1), sig.message
+
+
+def test_a_tuple_then_a_list_is_named_as_a_container_change_with_its_fix():
+    """``reduce_retracing`` and an input_signature do not help here (checked: a tuple, then a
+    list, of the same tensors still traces twice with reduce_retracing=True); the fix is to pass
+    one container type."""
+
+    def add(batch):
+        return batch[0] + batch[1]
+
+    x = tf.ones([4])
+    relaxed = tf.function(add, reduce_retracing=True)
+    for batch in [(x, x), [x, x], (x, x), [x, x]]:
+        relaxed(batch)
+    assert relaxed.experimental_get_tracing_count() == 2
+    step = tf.function(add)
+    with watch(signals={"retrace"}) as s:
+        step((x, x))
+        step([x, x])
+        step((x, x))
+    assert step.experimental_get_tracing_count() == 2
+    (sig,) = retraces(s.report())
+    assert sig.details["causes"] == ["batch: container type tuple -> list (another container type is another trace)"]
+    assert sig.details["fix"] == "pass the same container type on every call (a tuple each time, or a list each time)"

@@ -74,6 +74,8 @@ def _retrace_fix(causes: dict[str, int], examples: list[dict[str, Any]], recreat
         fixes.append("create the tf.function once (outside the loop or function that runs each step) and reuse it")
     if "Python int" in text or "Python float" in text or "Python bool" in text:
         fixes.append("pass changing Python numbers as tensors (e.g. tf.constant(step)) so they do not become part of the trace key")
+    if "container type" in text:
+        fixes.append("pass the same container type on every call (a tuple each time, or a list each time)")
     if "TensorSpec(shape=" in text:
         fixes.append("give the function an input_signature with None for the varying dimensions, or use reduce_retracing=True")
     if "dtype " in text:

@@ -71,6 +71,9 @@ def _components(t: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
+_CONTAINERS = {"Tuple": "tuple", "List": "list", "NamedTuple": "namedtuple", "Dict": "dict", "Attrs": "attrs class"}
+
+
 def describe_change(path: str, old: Any, new: Any, out: list[str], limit: int = 4) -> None:
     """Append human-readable differences between two trace types to ``out``."""
     if len(out) >= limit or old == new:
@@ -132,6 +135,9 @@ def describe_change(path: str, old: Any, new: Any, out: list[str], limit: int = 
     if nn == "Literal" and on in ("TensorSpec", "BoundedTensorSpec"):
         v = getattr(new, "value", None)
         out.append(f"{path}: TensorSpec(shape={_shape_str(old)}, {_dtype_str(old)}) -> Python {type(v).__name__} {_short(v, 40)}")
+        return
+    if on in _CONTAINERS and nn in _CONTAINERS:
+        out.append(f"{path}: container type {_CONTAINERS[on]} -> {_CONTAINERS[nn]} (another container type is another trace)")
         return
     if nn == "Weakref":
         describe_change(path, old, old, out, limit)
