@@ -164,3 +164,14 @@ def test_theil_sen_and_mann_kendall_basics():
     assert mann_kendall_z(list(range(30))) > 3
     assert abs(mann_kendall_z([5] * 30)) == 0
     assert analyze([[0, 1], [1, 2]])["growth"] is False
+
+
+def test_a_rise_over_a_few_steps_is_not_a_per_step_trend():
+    """An 18-step run sampled every step (slow steps) whose retraces took 155 MiB: a rise that
+    passes every test but the number of steps (longer runs of it were flat)."""
+    base = 1000 * 2**20
+    pts = [(x, base + 11 * 2**20 * x + random.Random(x).uniform(-2, 2) * 2**20) for x in range(1, 19)]
+    r = analyze(pts)
+    assert not r["growth"] and r["reason"].startswith("too few steps after warm-up"), r
+    longer = [(x, base + 11 * 2**20 * x) for x in range(1, 60)]
+    assert analyze(longer)["growth"]

@@ -37,6 +37,9 @@ MIN_Z = 3.0
 MIN_TOTAL_GROWTH = 32 * 1024 * 1024
 MIN_GROWTH_FRACTION = 0.05
 MIN_POINTS = 12
+# a trend claims growth per step: over fewer steps than this, one-off costs (traces, allocator
+# pools) read as growth (an 18-step run whose 3 retraces took 155 MiB, flat when run longer)
+MIN_WINDOW_STEPS = 32
 # ... and the growth must go on: over the last third of the window alone, the rate must still
 # be significant and large enough to pass the gate had it held over the whole window. A one-off
 # level shift (a second ``fit`` that retraces and builds new pipelines, validation and evaluate
@@ -217,6 +220,9 @@ def analyze(points: list[list[float]] | list[tuple[float, float]], max_points: i
     ys = [p[1] for p in body]
     if xs[-1] <= xs[0]:
         out["reason"] = "no step progress"
+        return out
+    if xs[-1] - xs[0] < MIN_WINDOW_STEPS:
+        out["reason"] = f"too few steps after warm-up ({xs[-1] - xs[0]:.0f})"
         return out
     slope = theil_sen(xs, ys)
     z = mann_kendall_z(ys)
