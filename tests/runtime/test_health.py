@@ -243,6 +243,43 @@ def test_a_model_that_fit_builds_lazily_is_not_reported_as_having_no_trainable_v
         assert [sig.message for sig in s.report().signals if sig.kind == "dead-parameter"] == []
 
 
+def test_batch_norm_over_one_value_per_channel_cuts_the_gradient_and_is_named():
+    """Premise of a cause the dead-parameter and vanishing-gradient findings name (pix2pix's
+    innermost block with batch size 1): BatchNormalization in training over a 1x1 map of one
+    example outputs exactly its beta, so nothing before it gets a gradient; over two examples it
+    passes gradients back."""
+    bn = keras.layers.BatchNormalization(beta_initializer=keras.initializers.Constant(0.5))
+    for batch, cut in ((1, True), (2, False)):
+        x = tf.random.stateless_normal((batch, 1, 1, 4), seed=(1, 2))
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = bn(x, training=True)
+            loss = tf.reduce_sum(y * tf.random.stateless_normal(y.shape, seed=(3, 4)))
+        g = tape.gradient(loss, x)
+        assert bool(tf.reduce_all(tf.equal(g, 0.0))) is cut
+        if cut:
+            assert bool(tf.reduce_all(tf.equal(y, 0.5)))
+
+    inp = keras.Input((4, 4, 3))
+    h = keras.layers.Conv2D(8, 4, strides=4, use_bias=False)(inp)  # 1x1
+    h = keras.layers.BatchNormalization()(h)
+    out = keras.layers.Dense(1)(keras.layers.Flatten()(keras.layers.LeakyReLU()(h)))
+    model = keras.Model(inp, out)
+    opt = keras.optimizers.Adam(1e-3)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(xb, training=True) - yb) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    with watch() as s:
+        for i in range(100):
+            step(tf.random.stateless_normal((1, 4, 4, 3), seed=(i, 0)), tf.random.stateless_normal((1, 1), seed=(i, 1)))
+    (sig,) = [x for x in s.report().signals if x.kind == "dead-parameter"]
+    assert "conv2d" in " ".join(sig.details["variables"]) and "BatchNormalization after it" in sig.message
+
+
 def test_a_first_layer_cut_off_by_dead_relus_is_told_from_vanishing_gradients():
     """A ReLU layer that outputs 0 for every input passes back no gradient at all: the layers
     before it get exactly zero, not a small gradient, and sigmoid-to-ReLU advice would not help."""

@@ -280,8 +280,11 @@ def signals(session: Any) -> list[Any]:
             code = "gradient-zero"
         elif key == "zero":
             why = ("its gradient was always exactly zero (cut by an integer cast, argmax/round or stop_gradient on the "
-                   "path, a ReLU that is never active upstream, or float16 underflow)")
-            fix = "keep the path from this variable to the loss differentiable and in float32"
+                   "path, a ReLU that is never active upstream, float16 underflow, or a BatchNormalization after it "
+                   "that normalises one value per channel, as with batch size 1 on a 1×1 feature map, and so outputs "
+                   "its beta whatever its input)")
+            fix = ("keep the path from this variable to the loss differentiable and in float32 (and do not "
+                   "batch-normalise a single value per channel)")
             code = "gradient-zero"
             rule = "TFL303"
         else:

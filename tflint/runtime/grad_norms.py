@@ -172,9 +172,10 @@ def signals(session: Any) -> list[Any]:
             msg = (f"No gradient reaches the early layers: the first trainable layer `{j['first_layer']}` gets a "
                    f"gradient of exactly zero on {100 * j['zero_share']:.0f}% of {j['samples']} sampled steps (from step "
                    f"{j['first_zero_step']}), while the last layer `{j['last_layer']}` trains. Usually a layer of ReLU "
-                   "units that output 0 for every input (dead ReLUs: too high a learning rate, unnormalised inputs), or "
-                   "a path cut by an integer cast or stop_gradient. Fix: lower the learning rate, normalise the inputs, "
-                   "use LeakyReLU/GELU there, or remove the cut.")
+                   "units that output 0 for every input (dead ReLUs: too high a learning rate, unnormalised inputs), "
+                   "a path cut by an integer cast or stop_gradient, or a BatchNormalization that normalises one value "
+                   "per channel (batch size 1 on a 1×1 feature map: it outputs its beta). Fix: lower the learning rate, "
+                   "normalise the inputs, use LeakyReLU/GELU there, or remove the cut or that normalisation.")
             out.append(Signal(kind="vanishing-gradient", severity="warning", message=msg, location=loc,
                               details={**j, "cause": "zero-gradient",
                                        "fix": "lower the learning rate, normalise the inputs, or use LeakyReLU"}))
