@@ -287,6 +287,9 @@ def _names(names: list[str], limit: int = 5) -> str:
 
 
 # ------------------------------------------------------------------------- memory-growth
+MIN_MEMORY_RETRACES = 3  # fewer retraces are a few one-off allocations (a multi-scale loop's stages)
+
+
 def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
     from tflint.runtime.memory import analyze_runs
 
@@ -297,13 +300,24 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         for d, s in session.memory.tf_mem.items():
             series[f"tf:{d}"] = s.downsample(400)
     starts = session.steps.run_starts() if session.steps is not None else []
+    # a retrace starts a stretch of its own: a new input size allocates anew for some steps (a
+    # multi-scale loop's next stage), a warm-up like a new run's, not growth per step
+    retraced = _retrace_steps(session)
     for name, pts in series.items():
-        trends[name] = analyze_runs(pts, starts)
+        trends[name] = analyze_runs(pts, starts + retraced)
     metrics["memory_trend"] = trends
     if "memory-growth" not in session.signals:
         return out
     containers = _growing_containers(session)
     growing = {k: t for k, t in trends.items() if t.get("growth")}
+    if not growing and len(retraced) >= MIN_MEMORY_RETRACES and not containers:
+        # flat between the retraces, higher after each: memory that follows the retraces
+        across = {k: t for k, pts in series.items()
+                  if (t := analyze_runs(pts, starts)).get("growth") and _retraces_in(session, t["window_steps"]) >= MIN_MEMORY_RETRACES}
+        if across:
+            name, t = max(across.items(), key=lambda kv: kv[1]["growth_bytes"])
+            out.append(_retrace_memory_signal(session, name, t, _retraces_in(session, t["window_steps"])))
+            return out
     if not growing:
         if containers:
             out.append(_container_signal(containers[0], session))
@@ -352,6 +366,32 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
         )
     )
     return out
+
+
+def _retrace_steps(session: Any) -> list[int]:
+    rt = session.retrace
+    if rt is None or not rt.retraces:
+        return []
+    return sorted({int(p[0]) for p in session.store.series("retraces").downsample(400)})
+
+
+def _retrace_memory_signal(session: Any, name: str, t: dict[str, Any], n_retraces: int) -> Signal:
+    """Memory that grew over the run but not between its retraces: each trace keeps its graph in
+    the function's cache. It grows for as long as the function retraces, not with the steps."""
+    what = "host RSS" if name == "host_rss" else f"TensorFlow {name[3:]} allocator memory"
+    lo, hi = int(t["window_steps"][0]), int(t["window_steps"][1])
+    msg = (f"{what} grew {_mib(t['growth_bytes'])} over steps {lo}–{hi} with the {n_retraces} retraces there, and not "
+           "between them: each trace keeps a graph alive in the function's cache, so memory grows for as long as "
+           "the function retraces (see the retrace finding). Fix: stop the retraces (tensors instead of changing "
+           "Python numbers, an input_signature with None dimensions).")
+    src = session.steps.main_loop() if session.steps is not None else None
+    site = getattr(src, "site", None) if src is not None else None
+    cause = {"kind": "retrace", "count": n_retraces,
+             "text": f"{n_retraces} retraces while it grew (steps {lo}–{hi}); no growth between them"}
+    return Signal(kind="memory-growth", severity="warning", message=msg, location=_loc(site),
+                  details={"series": name, "slope_bytes_per_step": t["slope_bytes_per_step"], "mk_z": t["mk_z"],
+                           "growth_bytes": t["growth_bytes"], "baseline_bytes": t["baseline_bytes"],
+                           "window_steps": t["window_steps"], "between_retraces": False, "causes": [cause]})
 
 
 def _growing_containers(session: Any) -> list[dict[str, Any]]:
