@@ -205,6 +205,37 @@ def test_without_optimizer_a_tf_function_that_computes_gradients_outranks_a_more
     assert [(lp["kind"], lp["steps"]) for lp in loops] == [("function", 6)]
 
 
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "tf.function"])
+def test_gradients_with_respect_to_inputs_only_are_not_training_steps(graph):
+    """Grad-CAM over 100 images (keras-io's, over 40): gradients of a class score with respect to a layer's
+    output, no variable, no optimizer. They are not training steps, and the list of heatmaps the
+    program builds is its output, not memory that grows with the steps."""
+    import numpy as np
+
+    inp = tf.keras.Input((8,))
+    hidden = tf.keras.layers.Dense(16, activation="relu")(inp)
+    model = tf.keras.Model(inp, [hidden, tf.keras.layers.Dense(3)(hidden)])
+
+    def cam(x):
+        with tf.GradientTape() as tape:
+            features, preds = model(x)
+            score = preds[:, 1]
+        return tape.gradient(score, features) * features
+
+    run = tf.function(cam) if graph else cam
+    heatmaps = []
+    with watch() as s:
+        for i in range(100):  # past the first 64 calls: steady calls are counted in batches
+            heatmaps.append(run(tf.random.stateless_normal((1, 8), seed=(i, 0))).numpy())
+    assert len(heatmaps) == 100
+    rep = s.report()
+    if graph:  # a function that computes no gradient of a variable: a forward function, not a step
+        assert s.steps.primary is None or s.steps.primary.prio < 1
+    else:
+        assert rep.steps == 0
+    assert rep.signals_of("memory-growth") == [], [x.message for x in rep.signals_of("memory-growth")]
+
+
 def test_tf_function_recreated_every_step_is_one_loop_with_every_step():
     g, d = _models()
     opt = tf.keras.optimizers.SGD(0.1)

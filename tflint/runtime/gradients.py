@@ -109,6 +109,23 @@ def _is_variable(s: Any) -> bool:
         return False
 
 
+
+def _differentiates_variables(sources: Any) -> bool:
+    """Whether ``tape.gradient``'s sources hold a variable (the first one found decides; a list
+    of a model's variables is answered by its first element)."""
+    todo = [sources]
+    for _ in range(64):
+        if not todo:
+            return False
+        s = todo.pop(0)
+        if isinstance(s, (list, tuple)):
+            todo[:0] = list(s[:8])
+        elif isinstance(s, dict):
+            todo[:0] = list(s.values())[:8]
+        elif hasattr(s, "assign"):
+            return True
+    return False
+
 class GradientHook(Hook):
     kind = KIND
 
@@ -144,11 +161,13 @@ class GradientHook(Hook):
                 result = orig(tape, target, sources, *args, **kwargs)
                 if hook.active:
                     try:
+                        # a training step differentiates variables: gradients with respect to
+                        # inputs only (saliency maps, Grad-CAM, adversarial examples) train nothing
                         if executing_eagerly():
                             prim = steps.primary
-                            if prim is None or prim.prio <= 1:
+                            if (prim is None or prim.prio <= 1) and _differentiates_variables(sources):
                                 steps.tick(("gradient", 0), "GradientTape.gradient", "gradient", perf())
-                        elif steps is not None:
+                        elif steps is not None and _differentiates_variables(sources):
                             steps.on_traced_gradient()  # at trace time only
                         flat = result if isinstance(result, (list, tuple)) else nest.flatten(result)
                         for g in flat:
