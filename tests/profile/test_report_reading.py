@@ -157,3 +157,16 @@ def test_live_status_shows_during_fit_next_to_the_progress_bar(tmp_path):
     assert "━" in text  # Keras drew its progress bar on the terminal
     bar_lines = [seg for seg in text.split("\r") if "━" in seg and "tflint: steps" in seg]
     assert bar_lines, text[-3000:]  # the status was drawn on the bar's line, after the bar
+
+
+def test_step_time_line_never_shows_a_p90_below_the_median():
+    """Two or three steps (a short run): the p90 is a nearest rank, the median the report's."""
+    from tflint.profiler.renderers.terminal import TerminalRenderer
+    from tflint.profiler.report import Report
+
+    rep = Report.from_dict({"tflint_version": "0", "script": "s.py", "steps": 3, "signals": [],
+                            "metrics": {"step_time_s": [[2, 1.82], [3, 1.4]], "median_step_time_s": 1.82}})
+    out = io.StringIO()
+    TerminalRenderer(file=out, width=120).render(rep)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("step time"))
+    assert "median 1.8 s, p90 1.8 s" in line, line

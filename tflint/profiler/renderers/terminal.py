@@ -8,6 +8,7 @@ line for every hook that was unavailable or failed on this TensorFlow.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -313,8 +314,13 @@ class TerminalRenderer:
         rows: list[tuple[str, str, str]] = []
         steps = [y for _, y in metric_series(m.get("step_time_s"))]
         if steps:
-            med = statistics.median(steps)
-            p90 = sorted(steps)[int(0.9 * (len(steps) - 1))]
+            # the report's median (over every step), and a nearest-rank p90: with a handful of
+            # steps an interpolated rank would put it below the median
+            med = m.get("median_step_time_s")
+            if not isinstance(med, (int, float)):
+                med = statistics.median(steps)
+            ranked = sorted(steps)
+            p90 = max(ranked[max(0, math.ceil(0.9 * len(ranked)) - 1)], med)
             rows.append(("step time", sparkline(steps),
                          f"median {fmt_seconds(med)}, p90 {fmt_seconds(p90)}"))
         wait = m.get("input_wait_share")
