@@ -319,7 +319,9 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
             out.append(_retrace_memory_signal(session, name, t, _retraces_in(session, t["window_steps"])))
             return out
     if not growing:
-        if containers:
+        # a list that gains an item per call of a loop that trains nothing (predictions, Grad-CAM
+        # heatmaps collected call by call) is the program's output, not a leak of its steps
+        if containers and session.steps is not None and session.steps.trains:
             out.append(_container_signal(containers[0], session))
         return out
     name, t = max(growing.items(), key=lambda kv: kv[1]["slope_bytes_per_step"])

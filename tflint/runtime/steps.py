@@ -492,7 +492,7 @@ class StepTracker(Hook):
                 n = src.n
             self._count = n
             self._last_step_time = dt
-            if self.containers is not None and (is_loop or src.prio >= PRIORITY["gradient"]) and _sample_containers(src.n):
+            if self.containers is not None and _sample_containers(src.n):
                 self.containers.sample(frame, n)
         if t_last is None:
             return
@@ -794,9 +794,7 @@ class StepTracker(Hook):
         if dt is not None:
             self._last_step_time = dt
         n = src.n
-        # lists that grow with the steps of a loop that trains nothing (predictions, heatmaps
-        # collected call by call) are the program's output: only training steps are sampled
-        if self.containers is not None and src.prio >= PRIORITY["gradient"] and _sample_containers(n):
+        if self.containers is not None and _sample_containers(n):
             self.containers.sample(sys._getframe(1), n)
         sess = self.session
         if n >= sess._due_step or now >= sess._due_t:  # most steps: no handler is due
@@ -827,6 +825,12 @@ class StepTracker(Hook):
         if self._loops:
             return [lp for lp in self._loops.values() if lp.n]
         return [self.primary] if self.primary is not None and self.primary.n else []
+
+    @property
+    def trains(self) -> bool:
+        """Whether the steps counted are training steps: a training loop, or a fallback source
+        that computes gradients of variables (not a forward function or an iterator)."""
+        return bool(self._loops) or (self.primary is not None and self.primary.prio >= PRIORITY["gradient"])
 
     def main_loop(self) -> Source | None:
         lps = self.loops()
