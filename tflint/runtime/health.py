@@ -373,11 +373,11 @@ class HealthMonitor(Hook):
             if info is None:
                 if len(self.variables) >= MAX_VARIABLES or not hasattr(s, "assign"):
                     continue
-                new += 1
                 try:
                     ref = weakref.ref(s)
                 except TypeError:
                     continue
+                new += 1
                 name = var_name(s)
                 info = self.variables[key] = {"ref": ref, "name": name, "layer": layer_of(name),
                                               "none": 0, "grads": 0, "maxsq": 0.0, "sampled": 0}
