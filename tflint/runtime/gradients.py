@@ -111,7 +111,7 @@ def _is_variable(s: Any) -> bool:
 
 
 def _differentiates_variables(sources: Any) -> bool:
-    """Whether ``tape.gradient``'s sources hold a variable (the first one found decides; a list
+    """Whether ``tape.gradient``'s sources hold a variable among their first few leaves (a list
     of a model's variables is answered by its first element)."""
     todo = [sources]
     for _ in range(64):

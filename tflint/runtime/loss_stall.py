@@ -6,11 +6,12 @@ the Theil–Sen trend changes the loss by less than ``FLAT_RELATIVE`` of its lev
 of the run, *and* the loss at the end is not materially below the loss at the start (so a run
 that converged early and then plateaued is not a stall). A loss at ~0 (already fitted) or
 non-finite (``nan-inf`` says why) is not judged, nor a run that trains nothing (gradients with
-respect to inputs only, no optimizer update: saliency maps, integrated gradients). Causes looked for: all gradients ``None`` or
-zero, a learning rate of 0 or tiny, a one-unit softmax output, constant labels. Where gradient
-calls at different places in the code train disjoint sets of variables, each place's own loss is
-judged, when they ran one after another (several models trained in turn); when they ran
-together (a GAN's discriminator and generator) nothing is judged: neither loss is meant to fall.
+respect to inputs only, no optimizer update: saliency maps, integrated gradients). Causes looked
+for: all gradients ``None`` or zero, a learning rate of 0 or tiny, a one-unit softmax output,
+constant labels. Where gradient calls at different places in the code train disjoint sets of
+variables, each place's own loss is judged, when they ran one after another (several models
+trained in turn); when they ran together (a GAN's discriminator and generator) nothing is
+judged: neither loss is meant to fall.
 
 Labels are seen where a Keras loss (``compile(loss=...)`` or a ``keras.losses`` object called in
 a custom loop) receives them inside a traced step: ``Loss.__call__`` is wrapped, and at trace
