@@ -548,7 +548,7 @@ def test_two_optimisations_one_after_another_are_judged_apart(graph):
     pts = s.health.loss.downsample(400)
     assert s.hooks["loss-stall"].judge(pts) is not None  # as one series: "flat"
     assert [x.message for x in s.report().signals if x.kind == "loss-stall"] == []
-    assert len(s.health.run_starts) == 1
+    assert len(s.health.new_variable_starts) == 1
 
 
 def test_gradients_with_respect_to_inputs_only_are_not_a_stalled_loss():

@@ -59,7 +59,7 @@ MAX_PROBES_READ = 8
 STALE_READ_S = 1.0
 MAX_PROBES = 256
 MAX_LOSS_SITES = 16
-MAX_RUN_STARTS = 64
+MAX_NEW_VARIABLE_STARTS = 64
 EAGER_SITE_CALLS = 64  # eager gradient calls whose place in the code is looked up (a GAN shows both at once)
 MAX_WALK = 20000  # ops walked back from the loss and the gradients, per probe
 MAX_TRACKED_TENSORS = 4000
@@ -220,7 +220,7 @@ class HealthMonitor(Hook):
         # (step count, eager gradient calls) where a gradient call differentiated only variables
         # never differentiated before, after others had been: a new model or a new optimisation
         # (a style transfer's second image) begins, from another loss
-        self.run_starts: list[tuple[int, int]] = []
+        self.new_variable_starts: list[tuple[int, int]] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
@@ -393,9 +393,9 @@ class HealthMonitor(Hook):
                     info["none_site"] = user_site_tf_stack()
             else:
                 info["grads"] += 1
-        if had and new and not known and len(self.run_starts) < MAX_RUN_STARTS:
+        if had and new and not known and len(self.new_variable_starts) < MAX_NEW_VARIABLE_STARTS:
             steps = self.session.steps
-            self.run_starts.append((steps.count if steps is not None else 0, self.eager_calls))
+            self.new_variable_starts.append((steps.count if steps is not None else 0, self.eager_calls))
 
     # -- eager -----------------------------------------------------------------------------
     def _eager_step(self, target: Any, sources: list[Any], grads: list[Any]) -> None:

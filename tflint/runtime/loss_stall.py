@@ -102,10 +102,10 @@ class LossStallHook(Hook):
     def fit_segments(self, points: list[Any], graph_steps: bool) -> list[list[Any]]:
         """``points`` split where each ``fit`` call began, and where gradients were first taken
         of variables never differentiated before (a new model or optimisation; see
-        ``HealthMonitor.run_starts``); a point at a start belongs to the part before it (it holds
-        that part's last steps)."""
+        ``HealthMonitor.new_variable_starts``); a point at a start belongs to the part before it
+        (it holds that part's last steps)."""
         mon = self.session.health
-        starts = list(self.fit_starts) + (list(mon.run_starts) if mon is not None else [])
+        starts = list(self.fit_starts) + (list(mon.new_variable_starts) if mon is not None else [])
         return stats.split_at(points, [s[0] if graph_steps else s[1] for s in starts])
 
     def _note_labels(self, y_true: Any) -> None:
