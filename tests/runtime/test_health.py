@@ -596,6 +596,57 @@ def test_each_fit_call_is_judged_on_its_own_for_a_stall():
     assert sig.details["window_steps"][0] > 50 and "lr-zero" in {c["kind"] for c in sig.details["causes"]}
 
 
+@pytest.mark.parametrize("mode", ["fit", "tf.function", "eager"])
+def test_mixed_precision_is_judged_on_the_unscaled_loss_and_gradients(mode):
+    """Under ``mixed_float16`` the gradients are of the loss times a scale of 2**15 (``fit`` and
+    a custom loop with ``LossScaleOptimizer.scale_loss``); while the scaled gradients overflow
+    float16 the optimizer skips the step and halves the scale. The series hold the loss and the
+    gradient norms unscaled, the overflowed steps are left out of the norms (one Inf sum would
+    lose a layer's series for the rest of the run), the skipped steps are still steps, and none of
+    it is a finding."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 16)).astype(np.float32)
+    y = x @ rng.standard_normal((16, 1)).astype(np.float32) * 30.0 + 100.0  # large: the first steps overflow
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"),
+                                  keras.layers.Dense(1, dtype="float32")])
+        with watch() as s:
+            if mode == "fit":
+                model.compile(keras.optimizers.Adam(1e-2), "mse")
+                hist = model.fit(x, y, batch_size=32, epochs=3, verbose=0).history["loss"]
+                first_loss, opt = hist[0], model.optimizer
+            else:
+                opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-2))
+
+                def step(xb, yb):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.square(model(xb) - yb))
+                        scaled = opt.scale_loss(loss)
+                    opt.apply_gradients(zip(tape.gradient(scaled, model.trainable_variables), model.trainable_variables))
+                    return loss
+
+                step = tf.function(step) if mode == "tf.function" else step
+                losses = [float(step(x[i:i + 32], y[i:i + 32])) for _ in range(3) for i in range(0, 1024, 32)]
+                first_loss = float(np.mean(losses[:32]))
+            scale = float(opt.dynamic_scale.numpy())
+            with tf.GradientTape() as tape:
+                end_loss = tf.reduce_mean(tf.square(model(x[:32]) - y[:32]))
+            end_norm = float(tf.linalg.global_norm(tape.gradient(end_loss, model.trainable_variables)))
+        report = s.report()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert scale < 2.0 ** 15  # steps overflowed and were skipped
+    assert s.steps.count == 96
+    loss = [v for _, v in s.health.loss.downsample(400)]
+    assert 0.3 * first_loss < max(loss) < 3.0 * first_loss  # not 2**15 times it
+    norms = [v for _, v in s.health.grad_norm.downsample(400)]
+    assert len(norms) >= 5 and all(math.isfinite(v) for v in norms)
+    assert 0.1 * end_norm < norms[-1] < 10.0 * end_norm, (norms[-1], end_norm, scale)
+    assert not [x for x in report.signals if x.kind in ("nan-inf", "exploding-gradient", "loss-stall", "dead-parameter")]
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

@@ -289,8 +289,30 @@ class GradientHook(Hook):
 
             return apply
 
+        def make_scale_loss(orig: Any) -> Any:
+            def scale_loss(opt: Any, loss: Any) -> Any:
+                scaled = orig(opt, loss)
+                if scaled is not loss and hook.active:
+                    health = hook.session.health
+                    if health is not None and health.active:  # hook point: mixed precision's scaled loss
+                        try:
+                            health.on_scale_loss(opt, loss, scaled, executing_eagerly())
+                        except Exception as exc:  # noqa: BLE001
+                            health.fail(exc, "optimizer.scale_loss probe")
+                return scaled
+
+            return scale_loss
+
         self.patch(cls, "apply_gradients", make_apply_gradients)
         self.patch(cls, "apply", make_apply)
+        if hasattr(cls, "scale_loss"):
+            self.patch(cls, "scale_loss", make_scale_loss)
+        try:
+            from keras.src.optimizers.loss_scale_optimizer import LossScaleOptimizer
+        except Exception:  # noqa: BLE001 - no mixed precision in this Keras: nothing to unscale
+            LossScaleOptimizer = None  # noqa: N806
+        if LossScaleOptimizer is not None and "scale_loss" in vars(LossScaleOptimizer):
+            self.patch(LossScaleOptimizer, "scale_loss", make_scale_loss)
 
     def _health_apply(self, opt: Any, grads_and_vars: Any) -> None:
         """Hook point: which variables the optimizer was given (dead-parameter, loss-stall)."""

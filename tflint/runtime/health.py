@@ -25,6 +25,12 @@ by the session's step tick (``on_step``). What it costs:
 * **eagerly**: the loss is read each step (one host copy of a scalar); gradients are reduced to
   squared norms with numpy every ``SAMPLE_EVERY`` steps and when the loss is not finite.
 
+A gradient of a loss that ``optimizer.scale_loss`` scaled for mixed precision (``fit`` does it,
+custom loops with a ``LossScaleOptimizer`` do) is measured unscaled: the probe takes the loss
+before scaling and divides the squared norms by the scale² the step used; under dynamic scaling a
+step whose gradients overflowed, which the optimizer skips, is left out of the norms. About ten
+ops more, for such probes only.
+
 Locating a non-finite value's origin (the decoding of the first-step vector into an op, a line
 and a cause) runs once, at report time, and only when one was seen.
 """
@@ -222,6 +228,11 @@ class HealthMonitor(Hook):
         # (a style transfer's second image) begins, from another loss
         self.new_variable_starts: list[tuple[int, int]] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
+        # id(scaled loss) -> (scaled loss, loss, scale, dynamic): what ``optimizer.scale_loss``
+        # returned lately (mixed precision). A gradient of a scaled loss is judged on the loss and
+        # the gradients unscaled; under dynamic scaling a step whose gradients overflowed is
+        # skipped by the optimizer, and by the norms
+        self._scaled: dict[int, tuple[Any, Any, Any, bool]] = {}
         self._sample_step = 0  # step of the last read
         self._next_read = 0.0
         self._graph_steps: dict[int, tuple[Any, Any]] = {}  # id(graph) -> (weakref, its step tensor)
@@ -290,6 +301,38 @@ class HealthMonitor(Hook):
             self._build_probe(target, flat_sources, flat_grads)
             if len(self.probes) > n_probes:
                 self._note_loss_site(self.probes[-1].site, flat_sources)
+
+    def on_scale_loss(self, opt: Any, loss: Any, scaled: Any, eager: bool) -> None:
+        """``optimizer.scale_loss(loss)`` returned ``scaled`` (a loss scaled for mixed precision):
+        remembers the loss and the scale, for a gradient of ``scaled`` to be unscaled. In a graph
+        the scale is the other operand of the multiplication (the value the step used); eagerly
+        it is the optimizer's scale, read when a gradient is sampled (before the update changes
+        it)."""
+        if scaled is loss or loss is None:
+            return
+        dynamic = _dynamic_scaling(opt)
+        if eager:
+            scale: Any = _eager_scale(opt)
+        else:
+            op = getattr(scaled, "op", None)
+            if op is None or op.type != "Mul" or len(op.inputs) != 2:
+                return
+            a, b = op.inputs
+            scale = b if a is loss or a.op is getattr(loss, "op", None) else a
+        if scale is None:
+            return
+        if len(self._scaled) >= 8:
+            self._scaled.pop(next(iter(self._scaled)))
+        self._scaled[id(scaled)] = (scaled, loss, scale, dynamic)
+
+    def _unscaled(self, target: Any) -> tuple[Any, Any, bool] | None:
+        """(loss, scale, dynamic) when ``target`` is a loss that ``scale_loss`` scaled."""
+        if not self._scaled:
+            return None
+        entry = self._scaled.get(id(target))
+        if entry is None or entry[0] is not target:
+            return None
+        return entry[1], entry[2], entry[3]
 
     def _note_loss_site(self, site: Any, sources: list[Any]) -> None:
         if len(self.loss_sites) < MAX_LOSS_SITES or site in self.loss_sites:
@@ -403,7 +446,8 @@ class HealthMonitor(Hook):
 
         self.eager_calls += 1
         n = self.eager_calls
-        loss = _eager_loss(target)
+        unscaled = self._unscaled(target)
+        loss = _eager_loss(target if unscaled is None else unscaled[0])
         ss = self.site_series.get(self._eager_site.get(id(sources[0]), _NO_SITE)) if self._eager_site else None
         if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
             self._eager_sum += loss
@@ -423,7 +467,14 @@ class HealthMonitor(Hook):
         finite_loss = loss is None or math.isfinite(loss)
         if not sample and finite_loss:
             return
-        sq: list[float] = []
+        inv_sq = 1.0  # 1 / scale² for the gradients of a scaled loss
+        if unscaled is not None:
+            try:
+                scale = float(np.asarray(unscaled[1]))
+                inv_sq = 1.0 / (scale * scale)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+                inv_sq = 1.0
+        vals: list[tuple[Any, float]] = []
         bad_grad = None
         for s, g in zip(sources, grads):
             if g is None:
@@ -432,16 +483,21 @@ class HealthMonitor(Hook):
                 arr = np.asarray(getattr(g, "values", g), dtype=np.float64)
             except Exception:  # noqa: BLE001
                 continue
-            v = float(np.sum(arr * arr))
-            sq.append(v)
+            v = float(np.sum(arr * arr)) * inv_sq
+            vals.append((s, v))
+            if bad_grad is None and not math.isfinite(v) and not np.isfinite(arr).all():
+                bad_grad = var_name(s)
+        if bad_grad is not None and unscaled is not None and unscaled[2]:
+            # dynamic loss scaling: the optimizer skips a step whose gradients overflowed (and
+            # lowers the scale); so do the norms, and it is no non-finite event
+            vals, bad_grad = [], None
+        for s, v in vals:
             info = self.variables.get(id(s))
             if info is not None:
                 info["sampled"] += 1
                 if math.isfinite(v) and v > info["maxsq"]:
                     info["maxsq"] = v
-            if bad_grad is None and not math.isfinite(v) and not np.isfinite(arr).all():
-                bad_grad = var_name(s)
-        self._add_norms(n, [var_name(s) for s, g in zip(sources, grads) if g is not None], sq, ss)
+        self._add_norms(n, [var_name(s) for s, _ in vals], [v for _, v in vals], ss)
         if self.nonfinite is None and (not finite_loss or bad_grad is not None):
             bad_var = None
             for s in sources:
@@ -497,6 +553,10 @@ class HealthMonitor(Hook):
         from tensorflow.python.framework import ops
 
         targets = [t for t in _flat(target) if _is_float_tensor(t)]
+        scale, dynamic = None, False
+        unscaled = self._unscaled(target)
+        if unscaled is not None and _is_float_tensor(unscaled[0]) and _is_float_tensor(unscaled[1]):
+            targets, scale, dynamic = [unscaled[0]], unscaled[1], unscaled[2]
         pairs = [(s, g) for s, g in zip(sources, grads)
                  if g is not None and _is_float_tensor(getattr(g, "values", g))]
         gvals = [getattr(g, "values", g) for _, g in pairs]
@@ -552,6 +612,19 @@ class HealthMonitor(Hook):
             def l2(g: Any) -> Any:  # half the sum of squares, in float32 (float16 would overflow)
                 return tf.nn.l2_loss(as32(g))
 
+            def pack(head: list[Any]) -> Any:
+                """``head`` and then the norm count and ``½‖g_i‖²`` of each gradient. Those of a
+                scaled loss are unscaled (÷ scale²); under dynamic scaling a step whose gradients
+                overflowed, which the optimizer skips, counts 0 and adds 0 (``MulNoNan``)."""
+                sq = [l2(g) for g in gvals]
+                if scale is None:
+                    return tf.stack(head + [tf.constant(1.0, f32)] + sq)
+                v = tf.stack(sq)
+                ok = tf.cast(tf.math.is_finite(tf.reduce_sum(v)), f32) if dynamic else tf.constant(1.0, f32)
+                s32 = as32(scale)
+                parts = [tf.reshape(ok, [1]), tf.math.multiply_no_nan(v, ok / (s32 * s32))]
+                return tf.concat(([tf.stack(head)] if head else []) + parts, 0)
+
             def total(t: Any) -> Any:  # non-finite iff an element is (or the sum overflows)
                 if t.dtype in (tf.float16, tf.bfloat16):
                     t = tf.cast(t, f32)
@@ -594,12 +667,10 @@ class HealthMonitor(Hook):
                                  None if lab_idx is None else lab_idx[:n_scal])
                 sample = tf.equal(tf.math.floormod(step, float(LARGE_SAMPLE_EVERY)), 1.0)
                 tf.cond(sample,
-                        lambda: self._accumulate(probe, step, tf.stack([tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
-                                                 add_idx[n_scal:], first_idx[n_scal:]),
+                        lambda: self._accumulate(probe, step, pack([]), add_idx[n_scal:], first_idx[n_scal:]),
                         tf.no_op)
             else:  # one pack, one latch: fewer ops than two, and the norms are on every step anyway
-                self._accumulate(probe, step, tf.stack(scal + [tf.constant(1.0, f32)] + [l2(g) for g in gvals]),
-                                 add_idx, first_idx, lab_idx)
+                self._accumulate(probe, step, pack(scal), add_idx, first_idx, lab_idx)
         self.probes.append(probe)
 
     def _accumulate(self, probe: Probe, step: Any, vals: Any, add_idx: list[int], first_idx: list[int],
@@ -774,6 +845,21 @@ def _weakrefable(o: Any) -> bool:
         return True
     except TypeError:
         return False
+
+
+def _dynamic_scaling(opt: Any) -> bool:
+    """A ``LossScaleOptimizer``: it skips steps whose gradients are not finite."""
+    return hasattr(opt, "inner_optimizer") and hasattr(opt, "initial_scale")
+
+
+def _eager_scale(opt: Any) -> Any:
+    """The scale ``opt.scale_loss`` multiplies by: a ``LossScaleOptimizer``'s dynamic scale (its
+    initial scale before it is built), or an optimizer's ``loss_scale_factor``."""
+    if _dynamic_scaling(opt):
+        if getattr(opt, "built", False) and getattr(opt, "dynamic_scale", None) is not None:
+            return opt.dynamic_scale
+        return getattr(opt, "initial_scale", None)
+    return getattr(opt, "loss_scale_factor", None)
 
 
 def _eager_loss(target: Any) -> float | None:

@@ -382,6 +382,12 @@ class StepTracker(Hook):
             return apply
 
         self.patch(cls, "apply", make_apply)
+        try:  # it overrides apply, and skips its inner optimizer's on a step that overflowed
+            from keras.src.optimizers.loss_scale_optimizer import LossScaleOptimizer
+        except Exception:  # noqa: BLE001
+            return
+        if "apply" in vars(LossScaleOptimizer):
+            self.patch(LossScaleOptimizer, "apply", make_apply)
 
     # -- ticks --------------------------------------------------------------------------
     @property
@@ -885,6 +891,9 @@ def _sample_containers(n: int) -> bool:
 def _opt_name(opt: Any) -> str:
     name = getattr(opt, "name", None)
     cls = type(opt).__name__
-    if isinstance(name, str) and name and name.lower() != cls.lower():
+    inner = getattr(opt, "inner_optimizer", None)
+    if inner is not None and inner is not opt:  # LossScaleOptimizer(Adam)
+        return f"{cls}({_opt_name(inner)})"
+    if isinstance(name, str) and name and name.replace("_", "").lower() != cls.lower():
         return f"{cls} '{name}'"
     return cls
