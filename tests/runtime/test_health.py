@@ -106,11 +106,15 @@ def test_loss_stall_judgement():
 def test_exploding_and_vanishing_judgements():
     from tflint.runtime.grad_norms import ExplodingGradientHook, VanishingGradientHook
 
-    class Health:
+    class Health:  # the series the judgements read, of one run
         def __init__(self):
             self.grad_norm = Series(400)
             self.layer_norms = {}
             self.layer_order = []
+            self.probes = []
+
+        def segments(self, pts, graph_steps):
+            return [(pts, None)] if pts else []
 
     h = Health()
     for i, lay in enumerate(["l0", "l1", "l2"]):
@@ -587,7 +591,7 @@ def test_each_fit_call_is_judged_on_its_own_for_a_stall():
         model.optimizer.learning_rate.assign(0.0)
         model.fit(x, y, batch_size=320, epochs=120, verbose=0)  # 120 more: nothing moves
     hook = s.hooks["loss-stall"]
-    assert [st for st, _ in hook.fit_starts] == [0, 50]
+    assert [st for st, *_ in hook.fit_starts] == [0, 50]
     pts = s.health.loss.downsample(400)
     segs = hook.fit_segments(pts, graph_steps=True)
     assert len(segs) == 2 and max(p[0] for p in segs[0]) <= 50 < min(p[0] for p in segs[1])
@@ -645,6 +649,98 @@ def test_mixed_precision_is_judged_on_the_unscaled_loss_and_gradients(mode):
     assert len(norms) >= 5 and all(math.isfinite(v) for v in norms)
     assert 0.1 * end_norm < norms[-1] < 10.0 * end_norm, (norms[-1], end_norm, scale)
     assert not [x for x in report.signals if x.kind in ("nan-inf", "exploding-gradient", "loss-stall", "dead-parameter")]
+
+
+def _line_of(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_each_fit_call_is_judged_on_its_own_for_exploding_gradients_and_located_at_its_call():
+    """Transfer learning: a head trained on a frozen base whose features are ~1e-6 has tiny
+    gradients; after unfreezing, the second ``fit`` trains every layer with ordinary gradients
+    that fall. Across the two calls the norm "grows" 10^4-fold; within each it does not. The
+    first call's stalled loss (ln 2) is located at the first call, not at the last one."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((640, 16)).astype(np.float32)
+    y = (x[:, :1] > 0).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    base = keras.layers.Dense(32, kernel_initializer=keras.initializers.RandomNormal(stddev=1e-6))
+    head = keras.layers.Dense(1, use_bias=False)
+    inp = keras.Input((16,))
+    model = keras.Model(inp, head(base(inp)))
+
+    def train():
+        base.trainable = False
+        model.compile(keras.optimizers.Adam(1e-4), keras.losses.BinaryCrossentropy(from_logits=True))
+        model.fit(x, y, batch_size=32, epochs=4, verbose=0)  # first fit
+        base.trainable = True
+        model.compile(keras.optimizers.RMSprop(1e-3), keras.losses.BinaryCrossentropy(from_logits=True))
+        return model.fit(x, y, batch_size=32, epochs=5, verbose=0).history["loss"]
+
+    with watch() as s:
+        losses = train()
+    assert losses[-1] < 0.8 * losses[0]
+    mon, hook = s.health, s.hooks["exploding-gradient"]
+    pts = [(a, b) for a, b in mon.grad_norm.downsample(400)]
+    assert hook._judge_run(mon, None, pts) is not None  # as one series: "explodes"
+    report = s.report()
+    assert [x for x in report.signals if x.kind == "exploding-gradient"] == []
+    (stall,) = [x for x in report.signals if x.kind == "loss-stall"]
+    assert stall.location.line == _line_of(train, "# first fit"), stall.location
+
+
+def test_an_evaluate_before_the_first_fit_does_not_shift_where_fit_begins():
+    """``model.evaluate`` before ``fit`` (TensorFlow's transfer-learning tutorial): its batches
+    are counted as steps until ``fit``'s loop begins, and the loop's steps count from 0 again. The
+    fit starts where the loop's steps do, so a stalled first ``fit`` is judged whole."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((640, 16)).astype(np.float32)
+    y = (x[:, :1] > 0).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.0), keras.losses.BinaryCrossentropy(from_logits=True))
+
+    def train():
+        model.evaluate(x, y, batch_size=32, verbose=0)
+        model.fit(x, y, batch_size=32, epochs=4, verbose=0)  # the fit
+
+    with watch() as s:
+        train()
+    assert [st for st, *_ in s.steps.fit_starts] == [0]
+    assert s.steps.fit_starts[0][2][1] == _line_of(train, "# the fit")
+    (stall,) = [x for x in s.report().signals if x.kind == "loss-stall"]
+    assert stall.details["steps"] >= 60 and stall.location.line == _line_of(train, "# the fit")
+
+
+def test_a_step_is_attributed_to_the_loop_or_fit_call_that_ran_it():
+    """A ``fit`` of 40 steps, then a custom loop of 60 (the memory finding is located by this:
+    growth during the ``fit`` belongs to the ``fit``, not to the loop with more steps)."""
+    x = np.random.default_rng(0).standard_normal((640, 8)).astype(np.float32)
+    y = x[:, :1]
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    opt = keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def step(a, b):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(a) - b) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    def train():
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # fit here
+        for i in range(60):
+            step(x[i:i + 16], y[i:i + 16])  # loop here
+
+    with watch() as s:
+        train()
+    assert s.steps.count == 100
+    assert s.steps.main_loop().site[1] == _line_of(train, "# loop here")
+    assert s.steps.site_at(20)[1] == _line_of(train, "# fit here")
+    assert s.steps.site_at(70)[1] == _line_of(train, "# loop here")
 
 
 def test_clean_eager_loop_reports_no_training_health_finding():

@@ -346,8 +346,7 @@ def _memory_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:
                 f"tape, {re_text} while it grew).")
     msg += (" Fix: do not keep per-step tensors/arrays alive (append float(loss) or loss.numpy(), not the tensor), "
             "release persistent tapes (del tape), and stop retracing.")
-    src = session.steps.main_loop() if session.steps is not None else None
-    site = getattr(src, "site", None) if src is not None else None
+    site = session.steps.site_at(first_step) if session.steps is not None else None  # the loop that grew
     out.append(
         Signal(
             kind="memory-growth",
@@ -386,8 +385,7 @@ def _retrace_memory_signal(session: Any, name: str, t: dict[str, Any], n_retrace
            "between them: each trace keeps a graph alive in the function's cache, so memory grows for as long as "
            "the function retraces (see the retrace finding). Fix: stop the retraces (tensors instead of changing "
            "Python numbers, an input_signature with None dimensions).")
-    src = session.steps.main_loop() if session.steps is not None else None
-    site = getattr(src, "site", None) if src is not None else None
+    site = session.steps.site_at(lo) if session.steps is not None else None
     cause = {"kind": "retrace", "count": n_retraces,
              "text": f"{n_retraces} retraces while it grew (steps {lo}–{hi}); no growth between them"}
     return Signal(kind="memory-growth", severity="warning", message=msg, location=_loc(site),

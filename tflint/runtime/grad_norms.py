@@ -36,9 +36,22 @@ class ExplodingGradientHook(Hook):
         pass
 
     def judge(self, health: Any, group: tuple[Any, Any] | None = None) -> dict[str, Any] | None:
+        """The first run (a ``fit`` call, a new model or optimisation; see
+        :meth:`HealthMonitor.segments`) whose gradients explode, with ``site``: where it ran from
+        (None: not known). Runs are judged apart: a second ``fit`` that unfreezes a backbone
+        starts from other gradients, not from the first one's."""
         # non-finite norms are the nan-inf signal's business: judged on the finite ones
         norms = group[1].grad_norm if group is not None else health.grad_norm
         pts = [(x, y) for x, y in norms.downsample(400) if math.isfinite(y)]
+        for part, site in health.segments(pts, graph_steps=bool(health.probes)):
+            j = self._judge_run(health, group, part)
+            if j is not None:
+                j["window_steps"] = [int(part[0][0]), int(part[-1][0])]
+                j["site"] = site
+                return j
+        return None
+
+    def _judge_run(self, health: Any, group: tuple[Any, Any] | None, pts: list[Any]) -> dict[str, Any] | None:
         if len(pts) < MIN_POINTS:
             return None
         first = next(((x, y) for x, y in pts if y > EXPLODE_ABS), None)
@@ -126,8 +139,16 @@ def _judged(hook: Any, mon: Any) -> tuple[dict[str, Any], Any] | None:
         groups = mon.site_groups()
         if not groups:
             j = hook.judge(mon)
-            return (j, None) if j is not None else None
+            if j is None:
+                return None
+            # the run it is about: its fit or gradient call, or the site with most samples in it
+            site = j.pop("site", None)
+            if site is None and "window_steps" in j:
+                site = mon.site_of(j["window_steps"], norms=True)
+            return j, site
         found = [(j, site) for site, ss in groups if (j := hook.judge(mon, (site, ss))) is not None]
+        for j, _ in found:
+            j.pop("site", None)  # a GAN's player: located at its own gradient call
         return min(found, key=lambda f: f[0].get("step", f[0].get("first_zero_step", 0))) if found else None
     except Exception as exc:  # noqa: BLE001 - this kind is not measured; the other is kept
         hook.fail(exc, "judging the gradient norms")
@@ -157,7 +178,7 @@ def signals(session: Any) -> list[Any]:
     if ex is not None and "exploding-gradient" in session.signals:
         j, loc = located(_judged(ex, mon))
         if j is not None:
-            grow = f", {j['growth']:.0f}× its level at the start" if j.get("growth") else ""
+            grow = f", {j['growth']:.0f}× its level at the start" if (j.get("growth") or 0) >= 10 else ""
             msg = (f"Gradients explode: the global gradient norm reached {j['norm']:.3g} at step {j['step']}{grow}"
                    + (f"; the largest layer norm there is `{j['layer']}`" if j.get("layer") else "")
                    + ". Updates that large overshoot and usually end in NaN. Fix: lower the learning rate, clip gradients "

@@ -223,10 +223,11 @@ class HealthMonitor(Hook):
         # first variable they differentiate
         self.site_series: dict[Any, SiteSeries] = {}
         self._eager_site: dict[int, Any] = {}
-        # (step count, eager gradient calls) where a gradient call differentiated only variables
-        # never differentiated before, after others had been: a new model or a new optimisation
-        # (a style transfer's second image) begins, from another loss
-        self.new_variable_starts: list[tuple[int, int]] = []
+        # (step count, eager gradient calls, the gradient call's place in the code) where a
+        # gradient call differentiated only variables never differentiated before, after others
+        # had been: a new model or a new optimisation (a style transfer's second image) begins,
+        # from another loss
+        self.new_variable_starts: list[tuple[int, int, tuple[str, int] | None]] = []
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         # id(scaled loss) -> (scaled loss, loss, scale, dynamic): what ``optimizer.scale_loss``
         # returned lately (mixed precision). A gradient of a scaled loss is judged on the loss and
@@ -342,6 +343,43 @@ class HealthMonitor(Hook):
                 self.site_series[site] = SiteSeries(self.store.series(f"loss@{n}", 512),
                                                     self.store.series(f"grad_norm@{n}", 512))
 
+    def segments(self, points: list[Any], graph_steps: bool) -> list[tuple[list[Any], Any]]:
+        """``points`` of a step-indexed series split into the runs judged apart: at each
+        ``model.fit`` call, and where gradients were first taken of variables never
+        differentiated before (a new model or optimisation); a point at a start belongs to the
+        part before it (it holds that part's last steps). Each part comes with the place in the
+        code it ran from: its ``fit`` call or its gradient call (None where it is not known).
+        ``graph_steps``: the x are step counts (else eager gradient calls)."""
+        from tflint.profiler import stats
+
+        steps = self.session.steps
+        starts = list(steps.fit_starts if steps is not None else []) + list(self.new_variable_starts)
+        keyed = sorted((s[0] if graph_steps else s[1], s[2]) for s in starts)
+        out = []
+        for part in stats.split_at(points, [x for x, _ in keyed]):
+            x0 = part[0][0]
+            site = None
+            for x, where in keyed:  # the last start before the part's first point
+                if x < x0 and where is not None:
+                    site = where
+            out.append((part, site))
+        return out
+
+    def site_of(self, window: Any = None, norms: bool = False) -> Any:
+        """The gradient call site whose loss (or, with ``norms``, gradient-norm) series has the
+        most points in ``window`` (first and last step); without one, or where no series has
+        any, the last probe's site."""
+        best, site = 0, None
+        if window is not None:
+            x0, x1 = window
+            for where, ss in self.site_series.items():
+                n = sum(1 for x, _ in (ss.grad_norm if norms else ss.loss).points if x0 <= x <= x1)
+                if n > best:
+                    best, site = n, where
+        if site is None and self.probes and self.probes[-1].site:
+            site = self.probes[-1].site
+        return site
+
     def site_groups(self) -> list[tuple[Any, SiteSeries]]:
         """The gradient call sites whose losses are judged apart (see :meth:`separate_losses`),
         each with its own series; empty when the run has one loss."""
@@ -438,7 +476,8 @@ class HealthMonitor(Hook):
                 info["grads"] += 1
         if had and new and not known and len(self.new_variable_starts) < MAX_NEW_VARIABLE_STARTS:
             steps = self.session.steps
-            self.new_variable_starts.append((steps.count if steps is not None else 0, self.eager_calls))
+            self.new_variable_starts.append((steps.count if steps is not None else 0, self.eager_calls,
+                                             user_site_tf_stack()))
 
     # -- eager -----------------------------------------------------------------------------
     def _eager_step(self, target: Any, sources: list[Any], grads: list[Any]) -> None:

@@ -94,19 +94,17 @@ class LossStallHook(Hook):
         self.patch(Loss, "__call__", make)
 
     @property
-    def fit_starts(self) -> list[tuple[int, int]]:
+    def fit_starts(self) -> list[tuple[int, int, Any]]:
         """Where each ``model.fit`` call began (see :meth:`StepTracker.fit_starts`)."""
         steps = self.session.steps
         return steps.fit_starts if steps is not None else []
 
     def fit_segments(self, points: list[Any], graph_steps: bool) -> list[list[Any]]:
-        """``points`` split where each ``fit`` call began, and where gradients were first taken
-        of variables never differentiated before (a new model or optimisation; see
-        ``HealthMonitor.new_variable_starts``); a point at a start belongs to the part before it
-        (it holds that part's last steps)."""
+        """``points`` split into the runs judged apart (:meth:`HealthMonitor.segments`)."""
         mon = self.session.health
-        starts = list(self.fit_starts) + (list(mon.new_variable_starts) if mon is not None else [])
-        return stats.split_at(points, [s[0] if graph_steps else s[1] for s in starts])
+        if mon is None:
+            return [list(points)] if points else []
+        return [part for part, _ in mon.segments(points, graph_steps)]
 
     def _note_labels(self, y_true: Any) -> None:
         graph = getattr(y_true, "graph", None)
@@ -257,8 +255,9 @@ def signals(session: Any) -> list[Any]:
         return []
     j = None
     judged_site = None
+    seg_site = None
     for pts, judged_site in ([(mon.loss.downsample(400), None)] if labels_constant else losses_to_judge(mon)):
-        for seg in hook.fit_segments(pts, graph_steps=bool(mon.probes)):
+        for seg, seg_site in mon.segments(pts, graph_steps=bool(mon.probes)):
             j = hook.judge(seg, labels_constant=labels_constant)
             if j is not None:
                 break
@@ -293,7 +292,7 @@ def signals(session: Any) -> list[Any]:
         msg = (f"Loss does not decrease: {what} for {j['steps']} steps"
                + (". Likely cause: " + "; ".join(c["text"] for c in cs) if cs else "")
                + ". Fix: " + "; ".join(fixes) + ".")
-    site = judged_site or (mon.probes[-1].site if mon.probes and mon.probes[-1].site else None)
+    site = judged_site or seg_site or mon.site_of(j["window_steps"] if "window_steps" in j else None)
     if site is None:
         src = session.steps.primary if session.steps is not None else None
         site = getattr(src, "site", None)

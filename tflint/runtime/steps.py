@@ -175,9 +175,11 @@ class StepTracker(Hook):
         super().__init__(session)
         self._sources: dict[Any, Source] = {}  # fallback sources
         self._loops: dict[Any, Source] = {}  # training loops
-        # where each model.fit call began, as (step count, eager gradient calls): the x of the
-        # step-indexed series, and of the loss series of eager steps
-        self.fit_starts: list[tuple[int, int]] = []
+        # where each model.fit call began, as (step count, eager gradient calls, the call's place
+        # in the code): the x of the step-indexed series, and of the loss series of eager steps.
+        # The count is of loop steps: a fallback source's steps (an evaluate before the first
+        # fit) give way to the loop's once it begins
+        self.fit_starts: list[tuple[int, int, tuple[str, int] | None]] = []
         self._per_call: dict[int, int] = {}  # id(model) -> its steps_per_execution, at its last fit
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
         self._grad_fns: set[Any] = set()  # loop keys of the functions whose trace computed a gradient
@@ -317,7 +319,7 @@ class StepTracker(Hook):
                 if mon.probes:
                     mon.read_now()  # the last fit's steps since its last read are its own
                 eager_calls = mon.eager_calls
-            self.fit_starts.append((self.count, eager_calls))
+            self.fit_starts.append((self._loop_steps, eager_calls, user_frame(sys._getframe(2))))
         if spe == 1:
             return None
         iterations = _optimizer_iterations(model)
@@ -845,8 +847,19 @@ class StepTracker(Hook):
     def run_starts(self) -> list[int]:
         """Step counts at which a training loop or a ``model.fit`` call began, after the first
         (one-off costs follow: a new model's traces and variables, a new input pipeline)."""
-        starts = {lp.start_step for lp in self._loops.values()} | {st for st, _ in self.fit_starts}
+        starts = {lp.start_step for lp in self._loops.values()} | {st for st, *_ in self.fit_starts}
         return sorted(st for st in starts if st > 0)
+
+    def site_at(self, step: int) -> tuple[str, int] | None:
+        """Where the training loop or ``fit`` call that ran step ``step`` was started from: the
+        last loop or ``fit`` to begin at or before it; else the main loop's place."""
+        starts = [(lp.start_step, lp.site) for lp in self._loops.values() if lp.n and lp.site]
+        starts += [(st, where) for st, _, where in self.fit_starts if where]
+        before = [s for s in starts if s[0] <= step]
+        if before:
+            return max(before, key=lambda s: s[0])[1]
+        main = self.main_loop()
+        return main.site if main is not None else None
 
     def summary(self) -> dict[str, Any]:
         lps = self.loops()
