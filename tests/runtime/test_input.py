@@ -157,6 +157,64 @@ def test_python_generator_in_eager_loop_is_potentially_input_bound():
     assert "from_generator" in sig.message
 
 
+def _trained_step(with_args):
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    opt = keras.optimizers.SGD(0.01)
+    x0, y0 = tf.ones([8, 4]), tf.ones([8, 1])
+
+    def train(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    if with_args:
+        return tf.function(train)
+    return tf.function(lambda: train(x0, y0))
+
+
+def test_time_in_other_tf_functions_between_training_steps_is_not_input_wait():
+    """Reinforcement learning (keras-io's DDPG): between training steps on sampled batches, a
+    target-network update, another tf.function, takes most of the time. It is measured, named,
+    and not taken for the wait of a batch made in Python."""
+    update = _trained_step(with_args=True)
+    big = tf.ones([256, 256])
+
+    @tf.function
+    def update_target():
+        h = big
+        for _ in range(8):
+            h = tf.tanh(h @ h * 0.01)
+        return tf.reduce_sum(h)
+
+    xs = [(tf.constant(np.ones([8, 4], np.float32)), tf.constant(np.ones([8, 1], np.float32)))] * 60
+    with watch(signals={"input-stall"}) as s:
+        for x, y in xs:
+            update(x, y)
+            update_target()
+    rep = s.report()
+    assert rep.signals_of("input-stall") == []
+    inp = rep.metrics["input"]
+    assert inp["other_functions"] == ["update_target"] and inp["other_functions_share"] > 0.5
+    assert inp["outside_step_share"] < 0.5
+
+
+def test_a_step_given_no_batch_is_not_input_bound_by_the_time_between_its_calls():
+    """A step function with no parameters trains on what its graph holds (here: captured
+    tensors; elsewhere a variable or an iterator it reads itself): Python work between its calls
+    (acting in an environment) does not feed it."""
+    update = _trained_step(with_args=False)
+    with watch(signals={"input-stall"}) as s:
+        for _ in range(30):
+            update()
+            time.sleep(0.01)
+    rep = s.report()
+    assert rep.metrics["input"]["step_takes_arguments"] is False
+    assert rep.metrics["input"]["outside_step_share"] > 0.5
+    assert rep.signals_of("input-stall") == []
+
+
 def test_fast_python_loop_without_tf_data_is_clean():
     xs = [(np.ones([8, 4], np.float32), np.ones([8, 1], np.float32))] * 40
     big = tf.ones([256, 256])

@@ -52,6 +52,32 @@ def test_leaking_list_of_arrays_is_reported_with_rate_projection_and_cause():
     del kept
 
 
+def test_a_growing_list_of_data_is_told_to_be_bounded_and_one_of_results_to_hold_numbers():
+    """The fix depends on what the list holds: frames of a replay memory (keras-io's DQN keeps
+    100,000) are data to bound; a loss tensor per step is a result to keep as a number."""
+    import keras
+
+    for data in (True, False):
+        w = tf.Variable(1.0)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def update():
+            with tf.GradientTape() as tape:
+                loss = w * w
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+            return loss
+
+        kept = []
+        with watch(signals={"memory-growth"}) as s:
+            for i in range(200):
+                loss = update()
+                kept.append(np.full(4096, i, np.uint8) if data else loss)
+        (sig,) = s.report().signals_of("memory-growth")
+        assert ("deque(maxlen=N)" if data else "float(loss)") in sig.message, sig.message
+        del kept
+
+
 def test_clean_loop_reports_no_growth_but_records_series():
     x = tf.ones([16])
     with watch(signals={"memory-growth"}) as s:

@@ -218,6 +218,62 @@ def test_the_initializer_of_a_first_traces_variables_is_not_a_trace_of_the_funct
     assert (sig.details["traces"], sig.details["retraces"]) == (3, 1), sig.message
 
 
+def test_one_function_called_from_two_places_with_two_structures_is_traced_once_per_place():
+    """keras-io's DDPG: one soft-update function for two target networks of 4 and 6 variables,
+    called from two places every step. TensorFlow traces it once per place and reuses each trace:
+    an info, with nothing to fix."""
+    actor = [tf.Variable(tf.zeros([3])) for _ in range(4)]
+    critic = [tf.Variable(tf.zeros([3])) for _ in range(6)]
+
+    @tf.function
+    def update_target(targets, tau):
+        for v in targets:
+            v.assign(v * (1.0 - tau) + tau)
+
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def update():  # the training step
+        with tf.GradientTape() as tape:
+            loss = w * w
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+
+    tau = tf.constant(0.1)
+    with watch(signals={"retrace"}) as s:
+        for _ in range(30):
+            update()
+            update_target(actor, tau)
+            line = here() + 1
+            update_target(critic, tau)
+    (sig,) = retraces(s.report())
+    assert sig.severity == "info" and sig.details["call_sites"] == 2
+    assert sig.location.line == line
+    assert "once for each of the 2 places" in sig.message and "nothing is needed" in sig.message
+
+
+def test_a_second_place_whose_argument_keeps_changing_still_warns():
+    @tf.function
+    def f(x, k):
+        return x + k
+
+    x = tf.zeros([2])
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def update():
+        with tf.GradientTape() as tape:
+            loss = w * w
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+
+    with watch(signals={"retrace"}) as s:
+        for k in range(12):
+            update()
+            f(x, 0)
+            f(x, k + 1)  # a new Python int every step
+    (sig,) = retraces(s.report())
+    assert sig.severity == "warning" and sig.details["call_sites"] is None
+
+
 def test_a_tuple_then_a_list_is_named_as_a_container_change_with_its_fix():
     """``reduce_retracing`` and an input_signature do not help here (checked: a tuple, then a
     list, of the same tensors still traces twice with reduce_retracing=True); the fix is to pass

@@ -91,6 +91,7 @@ def _retrace_fix(causes: dict[str, int], examples: list[dict[str, Any]], recreat
 
 
 MAX_PARTIAL_RETRACES = 3  # a training set's, a validation set's and a test set's last batch
+MIN_STEPS_AFTER = 8  # training steps without a trace that show each place reusing its own
 
 
 def _partial_batches(rec: dict[str, Any], examples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -110,6 +111,24 @@ def _partial_batches(rec: dict[str, Any], examples: list[dict[str, Any]]) -> dic
     if any(c.get("per_replica") for c in changes):
         out["per_replica"] = True
     return out
+
+
+def _per_call_site(rec: dict[str, Any], examples: list[dict[str, Any]], steps: int) -> int | None:
+    """The number of places that call the function when each of its few traces was made from a
+    place of its own, all by the training step after the first trace, and none in the
+    ``MIN_STEPS_AFTER`` or more steps since (of ``steps`` in all): one function called from two
+    places with arguments of two structures (a soft update of two target networks) is traced once
+    per place, and each place reuses its trace. None otherwise."""
+    n = rec["retraces"]
+    first_site, first_step = rec.get("first_site"), rec.get("first_step")
+    if not 1 <= n <= MAX_PARTIAL_RETRACES or len(examples) < n or not first_site or first_step is None:
+        return None
+    sites = [tuple(first_site)] + [tuple(e.get("site") or ()) for e in examples[:n]]
+    if not all(sites) or len(set(sites)) != len(sites):
+        return None
+    if any(e.get("step", 0) > first_step + 1 for e in examples[:n]) or steps < first_step + 1 + MIN_STEPS_AFTER:
+        return None
+    return len(sites)
 
 
 def _retrace_signals(session: Any) -> list[Signal]:
@@ -132,6 +151,16 @@ def _retrace_signals(session: Any) -> list[Signal]:
         sev = "warning"
         cost = "Each retrace rebuilds the graph (slow, and each trace is kept in the function's cache)"
         partial = _partial_batches(rec, examples) if not recreated else None
+        places = (_per_call_site(rec, examples, session.steps.count if session.steps is not None else 0)
+                  if not recreated and partial is None else None)
+        if places is not None:
+            sev = "info"
+            what = (f"tf.function `{rec['function']}` {_trace_counts(rec)}, once for each of the {places} places that call it "
+                    f"with arguments of another structure (first cause: {first_causes[0] if first_causes else 'unknown'}); "
+                    "each place has reused its own trace since")
+            cost = "This costs one trace per place, made at the start, not one per step"
+            fix = ("nothing is needed; to trace once, pass arguments of one structure from every place, "
+                   "or use one tf.function per place")
         if partial is not None:
             # one extra trace for the last, smaller batch of each dataset: expected, once per shape
             sev = "info"
@@ -164,6 +193,7 @@ def _retrace_signals(session: Any) -> list[Signal]:
                     "examples": examples,
                     "fix": fix,
                     "partial_batch": partial,
+                    "call_sites": places,
                 },
             )
         )
@@ -287,6 +317,7 @@ def _names(names: list[str], limit: int = 5) -> str:
 
 
 # ------------------------------------------------------------------------- memory-growth
+DATA_ITEM_BYTES = 1024  # a list item larger than this is data (a frame, a batch), not a step's result
 MIN_MEMORY_RETRACES = 3  # fewer retraces are a few one-off allocations (a multi-scale loop's stages)
 
 
@@ -408,12 +439,21 @@ def _growing_containers(session: Any) -> list[dict[str, Any]]:
 
 
 def _container_signal(c: dict[str, Any], session: Any) -> Signal:
-    """A list that gains a tensor/array every step: the pattern is the finding, whatever the bytes."""
+    """A list that gains a tensor/array every step: the pattern is the finding, whatever the bytes.
+    Its fix depends on what it holds: results of a step (a loss, a metric: a few elements each)
+    are kept as Python numbers; data (observation frames of a replay memory, predictions) is
+    bounded."""
     msg = (f"the list `{c['name']}` grows by {'one' if 0.75 <= c['per_step'] <= 1.5 else format(c['per_step'], 'g')} "
            f"{c['type']} per training step ({c['count']:,} held after {session.steps.count:,} steps, "
-           f"≈{_mib(c['bytes_held'])} so far): each one stays alive, with its buffer, as long as the list, so memory "
-           "grows with the length of the run. Fix: keep Python numbers (float(loss) or loss.numpy().item()) or a "
-           "running aggregate (keras.metrics.Mean), or clear the list at the end of each epoch.")
+           f"≈{_mib(c['bytes_held'])} so far): each one stays alive, with its buffer, as long as the list holds it, "
+           "so memory grows with the run for as long as the list does.")
+    if c.get("bytes_each", 0) > DATA_ITEM_BYTES:
+        msg += (" Fix: if it is a buffer of data (a replay memory, collected inputs or predictions), bound it to what "
+                "memory allows: collections.deque(maxlen=N), or a preallocated numpy array used as a ring buffer; "
+                "if it keeps per-step results, keep them as Python numbers or a running aggregate instead.")
+    else:
+        msg += (" Fix: keep Python numbers (float(loss) or loss.numpy().item()) or a running aggregate "
+                "(keras.metrics.Mean), or clear the list at the end of each epoch.")
     causes = [c]
     gh = session.gradients
     n_tapes = gh.live_persistent_tapes() if gh is not None else 0

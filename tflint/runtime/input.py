@@ -825,10 +825,16 @@ class InputHook(Hook):
         # loops fed without tf.data (e.g. a Python generator): time spent outside the step function
         prim = steps.main_loop() if steps is not None else None
         if prim is not None and prim.kind == "function" and prim.total > 0 and prim.n >= 2:
-            out["outside_step_share"] = max(0.0, min(1.0, 1.0 - prim.calls_time / prim.total))
-            out["outside_step_mean_s"] = max(0.0, prim.total - prim.calls_time) / (prim.n - 1)
+            # between the steps, less the time in other tf.functions (measured: not input)
+            outside = max(0.0, prim.total - prim.calls_time)
+            other = min(outside, sum(prim.other_fns.values()))
+            out["outside_step_share"] = max(0.0, min(1.0, (outside - other) / prim.total))
+            out["outside_step_mean_s"] = (outside - other) / (prim.n - 1)
+            out["other_functions_share"] = other / prim.total
+            out["other_functions"] = sorted(prim.other_fns, key=lambda k: -prim.other_fns[k])[:3]
             out["step_function"] = prim.name
             out["step_site"] = list(prim.site) if prim.site else None
+            out["step_takes_arguments"] = prim.takes_args
         if share is None:
             out["classification"] = "unknown"
         elif share >= HIGH:
@@ -935,22 +941,30 @@ class InputHook(Hook):
             return []
         if (summary.get("outside_step_mean_s") or 0.0) < MIN_OUTSIDE_S:
             return []  # Python loop overhead around a tiny step, not a slow producer
+        if summary.get("step_takes_arguments") is False:
+            return []  # the step is given no batch: the time between its calls does not feed it
         fn = summary.get("step_function") or "the step function"
         site = summary.get("step_site")
         gap = summary.get("outside_step_mean_s") or 0.0
+        others = summary.get("other_functions") or []
+        other_share = summary.get("other_functions_share") or 0.0
+        besides = (f", besides {other_share * 100:.1f}% in other tf.functions ({', '.join(f'`{o}`' for o in others)})"
+                   if others and other_share >= 0.01 else "")
         msg = (f"POTENTIALLY input-bound: {out_share * 100:.1f}% of the time between calls of `{fn}` "
-               f"({gap * 1e3:.1f} ms per step) is spent outside it, "
-               "and no tf.data iterator feeds the loop — the next batch comes from Python (a generator, file reads, "
-               "per-step numpy work) while the step waits. Fix: feed the loop with tf.data "
+               f"({gap * 1e3:.1f} ms per step) is spent outside it in Python or eager TensorFlow code{besides}, "
+               "and no tf.data iterator feeds the loop. If that code makes the next batch (a generator, file reads, "
+               "per-step numpy work), the step waits for it. Fix: feed the loop with tf.data "
                "(Dataset.from_generator(...).prefetch(tf.data.AUTOTUNE), or tf.data ops with num_parallel_calls) "
-               "so batches are prepared while the step runs, and move per-step Python work out of the loop.")
+               "so batches are prepared while the step runs; if it is other work (eager model calls, an environment "
+               "step), move it into a tf.function or run it less often.")
         return [
             Signal(
                 kind=KIND,
                 severity="warning" if out_share >= 0.5 else "info",
                 message=msg,
                 location=Location(str(site[0]), int(site[1])) if site else None,
-                details={"outside_step_share": out_share, "classification": "potentially input-bound",
+                details={"outside_step_share": out_share, "other_functions_share": other_share,
+                         "other_functions": others, "classification": "potentially input-bound",
                          "step_function": fn, "source": "python-loop", "dataset": None},
             )
         ]

@@ -314,6 +314,7 @@ class RetraceHook(Hook):
                 "examples": [],
                 "causes": {},
                 "first_site": None,
+                "first_step": None,
                 "retrace_site": None,
             },
         )
@@ -327,6 +328,7 @@ class RetraceHook(Hook):
         site_l = list(site) if site else None
         if rec["first_site"] is None:
             rec["first_site"] = site_l
+            rec["first_step"] = self.session.steps.count if self.session.steps else 0
 
         cache = getattr(options, "function_cache", None)
         same_ctx: list[Any] = []

@@ -62,7 +62,8 @@ class Source:
 
     __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
                  "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
-                 "leader", "step_opts", "model", "start_step", "per_call", "extra_intervals")
+                 "leader", "step_opts", "model", "start_step", "per_call", "extra_intervals",
+                 "other_fns", "pending_other", "takes_args")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -91,6 +92,12 @@ class Source:
         # steps; an interval between calls is k step intervals
         self.per_call = 1
         self.extra_intervals = 0
+        # function loops: seconds spent in other tf.functions inside the steady intervals, by
+        # name (a target-network update, an eager policy's traced forward pass between steps),
+        # and those of the interval going on, counted once the next step closes it
+        self.other_fns: dict[str, float] = {}
+        self.pending_other: dict[str, float] = {}
+        self.takes_args = True  # function loops: whether the step function has parameters
 
     @property
     def intervals(self) -> int:
@@ -617,6 +624,11 @@ class StepTracker(Hook):
             if inp is not None and inp.active:
                 self._wait_mark = inp.wait_now(force=True)
                 self._eager_mark = inp.eager_wait
+        lp = self._last_loop
+        if lp is not None and lp.kind == "function" and lp.last is not None:
+            name = str(getattr(fn, "__name__", None) or "function")
+            if name in lp.pending_other or len(lp.pending_other) < 8:
+                lp.pending_other[name] = lp.pending_other.get(name, 0.0) + (t1 - t0)
         if self.status != "failed":
             self._tick(id(fn), fn, "function", t0, t1)  # the caller catches and disables us on error
             src = self._sources.get(id(fn))
@@ -661,6 +673,8 @@ class StepTracker(Hook):
             return None
         name = _opt_name(obj) if kind == "optimizer" else (getattr(obj, "__name__", None) or getattr(obj, "_name", None) or str(obj))
         loop = Source(key, str(name), kind)
+        if kind == "function":
+            loop.takes_args = _takes_arguments(obj)
         loop.start_step = self._loop_steps
         loop.site = user_frame(sys._getframe(2))
         self._loops[key] = loop
@@ -694,6 +708,8 @@ class StepTracker(Hook):
                 loop.begin = begin
             loop.startup_s += max(0.0, t1 - begin)
             loop.startups += 1
+            if loop.pending_other:
+                loop.pending_other = {}
             if wait is not None:
                 own = wait - self._wait_mark
                 if in_graph:
@@ -703,6 +719,11 @@ class StepTracker(Hook):
             dt = t1 - (loop.last or t1)
             loop.total += dt
             loop.calls_time += t1 - t0
+            if loop.pending_other:
+                for name, s in loop.pending_other.items():
+                    if name in loop.other_fns or len(loop.other_fns) < 8:
+                        loop.other_fns[name] = loop.other_fns.get(name, 0.0) + s
+                loop.pending_other = {}
             if k > 1:  # a call of k steps: k intervals, each the call's k-th part
                 dt /= k
                 loop.extra_intervals += k - 1
@@ -899,6 +920,18 @@ def _optimizer_iterations(model: Any) -> int | None:
 def _sample_containers(n: int) -> bool:
     """Steps 4, 8, 16, 32, ... of a loop, then every 4096th."""
     return n >= 4 and (n & (n - 1) == 0 or n % 4096 == 0)
+
+
+def _takes_arguments(fn: Any) -> bool:
+    """Whether a tf.function's Python function has parameters (a step called with none is not
+    given its batches: it reads them from its graph, a variable or an iterator)."""
+    import inspect
+
+    py = getattr(fn, "python_function", None) or fn
+    try:
+        return bool(inspect.signature(py).parameters)
+    except (TypeError, ValueError):
+        return True
 
 
 def _opt_name(opt: Any) -> str:
