@@ -192,6 +192,10 @@ def _none_reasons(session: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
+def _lr_zero(lrs: list[tuple[str, float | None]]) -> bool:
+    return bool(lrs) and all(lr == 0 for _, lr in lrs if lr is not None) and any(lr is not None for _, lr in lrs)
+
+
 def signals(session: Any) -> list[Any]:
     from tflint.profiler.report import Location, Signal
     from tflint.runtime.gradients import REASON_TEXT
@@ -230,7 +234,6 @@ def signals(session: Any) -> list[Any]:
     if mon.applies == 0:
         return out
     nones = _none_reasons(session)
-    lrs = mon.learning_rates()
     groups: dict[str, list[dict[str, Any]]] = {}
     extra: dict[str, Any] = {}
     dead = hook.dead(mon)
@@ -245,7 +248,7 @@ def signals(session: Any) -> list[Any]:
             key = "not-applied"
         elif info["sampled"] and info["maxsq"] == 0:
             key = "zero-bias" if _bias_of_a_training_layer(d, mon, dead_names) else "zero"
-        elif lrs and all(lr == 0 for _, lr in lrs if lr is not None) and any(lr is not None for _, lr in lrs):
+        elif _lr_zero(mon.learning_rates({mon.applied_ids[d["vid"]]})):  # the optimizer that applied it
             key = "lr-zero"
         else:
             continue  # changed by too little to show? not claimed

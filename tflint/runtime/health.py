@@ -162,6 +162,9 @@ class Probe:
         # replica): each replica's loss is its share of the global batch's, so their sum is the loss
         self.replica_group: Any = None
         self.sample_every = 1  # a large model: gradients checked every LARGE_SAMPLE_EVERY steps
+        # False: a gradient with respect to inputs only (a gradient penalty, a saliency map): its
+        # target is no training loss and its norm no training gradient; probed for NaN only
+        self.trains = True
         # the tf.function whose call traced the probe (a weakref; None: not traced by a call), its
         # eager calls when the probe was last read, and when: a probe whose function has not run
         # since is not read again for up to STALE_READ_S (each read is an eager op and a host copy)
@@ -212,7 +215,7 @@ class HealthMonitor(Hook):
         self.layer_norms: dict[str, Any] = {}  # layer -> Series
         self.layer_order: list[str] = []
         self.variables: dict[int, dict[str, Any]] = {}  # id(var) -> info (weakref, name, ...)
-        self.applied_ids: set[int] = set()
+        self.applied_ids: dict[int, int] = {}  # id(var) -> id of the optimizer that applied it last
         self.optimizers: dict[int, Any] = {}
         self.applies = 0
         self.empty_sources_sites: list[Any] = []
@@ -290,18 +293,24 @@ class HealthMonitor(Hook):
                 b.check_target(tape, target, eager)
             except Exception as exc:  # noqa: BLE001
                 b.fail(exc, "loss shape check")
+        # a gradient with respect to inputs only (WGAN-GP's penalty, a saliency map) is no
+        # training loss: it is checked for NaN, and kept out of the loss and norm series and of
+        # the loss sites (it would pass for a GAN's third player)
+        trains = any(hasattr(s, "assign") for s in flat_sources[:8])
         if eager:
-            if self.eager_calls < EAGER_SITE_CALLS:
+            if self.eager_calls < EAGER_SITE_CALLS and trains:
                 site = user_site_tf_stack()
                 self._note_loss_site(site, flat_sources)
                 if len(self._eager_site) < MAX_LOSS_SITES:
                     self._eager_site.setdefault(id(flat_sources[0]), site)
-            self._eager_step(target, flat_sources, flat_grads)
+            self._eager_step(target, flat_sources, flat_grads, trains)
         else:
             n_probes = len(self.probes)
             self._build_probe(target, flat_sources, flat_grads)
             if len(self.probes) > n_probes:
-                self._note_loss_site(self.probes[-1].site, flat_sources)
+                self.probes[-1].trains = trains
+                if trains:
+                    self._note_loss_site(self.probes[-1].site, flat_sources)
 
     def on_scale_loss(self, opt: Any, loss: Any, scaled: Any, eager: bool) -> None:
         """``optimizer.scale_loss(loss)`` returned ``scaled`` (a loss scaled for mixed precision):
@@ -400,8 +409,8 @@ class HealthMonitor(Hook):
         if len(self.optimizers) < 16:
             self.optimizers.setdefault(id(opt), weakref.ref(opt) if _weakrefable(opt) else (lambda o=opt: o))
         for g, v in zip(grads, variables):
-            if g is not None and len(self.applied_ids) < MAX_VARIABLES:
-                self.applied_ids.add(id(v))
+            if g is not None and (len(self.applied_ids) < MAX_VARIABLES or id(v) in self.applied_ids):
+                self.applied_ids[id(v)] = id(opt)
 
     def on_step(self, step: int, now: float) -> tuple[float, float]:
         """Reads the probes when due; returns when the next read is due."""
@@ -480,14 +489,26 @@ class HealthMonitor(Hook):
                                              user_site_tf_stack()))
 
     # -- eager -----------------------------------------------------------------------------
-    def _eager_step(self, target: Any, sources: list[Any], grads: list[Any]) -> None:
+    def _eager_step(self, target: Any, sources: list[Any], grads: list[Any], trains: bool = True) -> None:
         import numpy as np
 
-        self.eager_calls += 1
-        n = self.eager_calls
+        n = self.eager_calls + 1
+        if trains:
+            self.eager_calls = n
         unscaled = self._unscaled(target)
         loss = _eager_loss(target if unscaled is None else unscaled[0])
         ss = self.site_series.get(self._eager_site.get(id(sources[0]), _NO_SITE)) if self._eager_site else None
+        if not trains:  # checked for NaN only, on every call
+            if loss is not None and not math.isfinite(loss) and self.nonfinite is None:
+                ni = self.sig("nan-inf")
+                if ni is not None:
+                    try:
+                        ni.on_nonfinite({"step": n, "tensor": "the target of a gradient with respect to inputs",
+                                         "eager": True, "site": user_site_tf_stack(), "loss": loss,
+                                         "variable": None, "gradient_of": None})
+                    except Exception as exc:  # noqa: BLE001
+                        ni.fail(exc, "eager non-finite record")
+            return
         if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
             self._eager_sum += loss
             self._eager_n += 1
@@ -792,7 +813,9 @@ class HealthMonitor(Hook):
             x = steps or p.calls
             mean_loss = d[1] / d[0]  # the mean loss since the last read: no aliasing with batch order
             ss = self.site_series.get(p.site)
-            if p.replica_group is None:
+            if not p.trains:
+                pass  # a gradient with respect to inputs: no training loss, no training gradient
+            elif p.replica_group is None:
                 self.loss.add(x, mean_loss)
                 if ss is not None:
                     ss.loss.add(x, mean_loss)
@@ -801,7 +824,7 @@ class HealthMonitor(Hook):
                 replica_site.setdefault((p.replica_group, x), ss)
             if nl:  # the smallest and the largest label so far, and over how many steps
                 p.labels = (float(st[3 + nv + 1 + nt]), -float(st[3 + nv + 2 + nt]), p.calls)
-            if d[2] > 0:
+            if d[2] > 0 and p.trains:
                 sq = [2.0 * v / d[2] for v in d[3:3 + nv]]  # l2_loss is half the sum of squares
                 self._add_norms(x, p.names, sq, ss)
                 for vid, v in zip(p.var_ids, sq):
@@ -822,9 +845,13 @@ class HealthMonitor(Hook):
                 ss.loss.add(key[1], sum(losses))
 
     # -- report ----------------------------------------------------------------------------
-    def learning_rates(self) -> list[tuple[str, float | None]]:
+    def learning_rates(self, optimizer_ids: Any = None) -> list[tuple[str, float | None]]:
+        """(class name, constant learning rate or None) of each optimizer that applied updates;
+        of those in ``optimizer_ids`` only, when given."""
         out = []
-        for ref in self.optimizers.values():
+        for oid, ref in self.optimizers.items():
+            if optimizer_ids is not None and oid not in optimizer_ids:
+                continue
             opt = ref()
             if opt is None:
                 continue

@@ -229,10 +229,20 @@ def losses_to_judge(mon: Any) -> list[tuple[list[list[float]], Any]]:
     """The loss series to judge, each with the gradient call site it belongs to (None: the
     run's one loss). Separate losses (see ``HealthMonitor.separate_losses``) that ran one after
     another are judged one by one; separate losses whose steps interleave (a GAN's players,
-    each not meant to fall) are not judged at all."""
+    each not meant to fall) are not judged at all. Places whose gradient calls share variables
+    are one optimisation (sharpness-aware minimisation takes two gradients of one model a step):
+    it is judged on the loss of the first of them."""
     if not mon.separate_losses():
         return [(mon.loss.downsample(400), None)]
-    groups = [(pts, site) for site, ss in mon.site_groups() if (pts := ss.loss.downsample(400))]
+    merged: list[tuple[set[str], Any, Any]] = []
+    for site, ss in mon.site_groups():
+        names = set(mon.loss_sites.get(site, ()))
+        same = next((g for g in merged if not g[0].isdisjoint(names)), None)
+        if same is not None:
+            same[0].update(names)
+        else:
+            merged.append((names, site, ss))
+    groups = [(pts, site) for _, site, ss in merged if (pts := ss.loss.downsample(400))]
     spans = [(min(p[0] for p in pts), max(p[0] for p in pts)) for pts, _ in groups]
     for i, (a0, a1) in enumerate(spans):
         for b0, b1 in spans[i + 1:]:
