@@ -838,6 +838,50 @@ def test_a_learning_rate_of_zero_is_the_one_of_the_optimizer_that_applied_the_va
     assert "learning rate" in dead.message and len(dead.details["variables"]) == 4, dead.message
 
 
+def test_the_gradient_of_an_unreduced_loss_is_judged_per_element():
+    """keras-io's DDIM differentiates an unreduced mean absolute error, [16, 32, 32]: the tape sums
+    it, and the gradient is 16,384 times that of the mean (norm ~1e4 and more). Nothing explodes:
+    the loss falls, and the norm does not grow."""
+    rng = np.random.default_rng(0)
+    x = 300.0 * rng.standard_normal((256, 32, 32)).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((32, 32)), keras.layers.Dense(32)])
+    opt = keras.optimizers.Adam(1e-3)
+
+    @tf.function
+    def step(xb):
+        with tf.GradientTape() as tape:
+            loss = keras.losses.mean_absolute_error(xb, model(xb))  # [16, 32]: not reduced
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return tf.linalg.global_norm(grads)
+
+    with watch() as s:
+        norms = [float(step(x[i:i + 16])) for _ in range(4) for i in range(0, 256, 16)]
+    assert max(norms) > 1e4  # above the absolute limit for a scalar loss
+    assert s.health.target_elements == 16 * 32
+    assert [x for x in s.report().signals if x.kind == "exploding-gradient"] == []
+
+
+def test_a_stalled_negative_loss_is_shown_with_its_sign():
+    """A negative log-likelihood stalls below 0: the message gives the loss's value, not its
+    magnitude."""
+    w = tf.Variable(1.0)
+    opt = keras.optimizers.SGD(0.0)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = 1e-3 * w * w - 2.0 + 0.01 * tf.random.normal([])
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+
+    with watch() as s:
+        for _ in range(200):
+            step()
+    (stall,) = [x for x in s.report().signals if x.kind == "loss-stall"]
+    assert "stays at -1.99" in stall.message or "stays at -2" in stall.message, stall.message
+
+
 def test_clean_eager_loop_reports_no_training_health_finding():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
     opt = keras.optimizers.Adam(1e-2)

@@ -274,6 +274,23 @@ def test_a_second_place_whose_argument_keeps_changing_still_warns():
     assert sig.severity == "warning" and sig.details["call_sites"] is None
 
 
+def test_a_tf_function_method_of_several_instances_is_not_created_in_a_loop():
+    """keras-io's Barlow Twins: five augmentation layers share a ``tf.function`` method. Each
+    instance gets a tf.function object of its own, traced once: nothing is re-created."""
+
+    class Aug:
+        @tf.function
+        def random_execute(self, prob):
+            return tf.random.uniform([]) < prob
+
+    augs = [Aug() for _ in range(5)]
+    with watch(signals={"retrace"}) as s:
+        for _ in range(20):
+            for a in augs:
+                a.random_execute(0.5)
+    assert retraces(s.report()) == []
+
+
 def test_a_tuple_then_a_list_is_named_as_a_container_change_with_its_fix():
     """``reduce_retracing`` and an input_signature do not help here (checked: a tuple, then a
     list, of the same tensors still traces twice with reduce_retracing=True); the fix is to pass

@@ -135,7 +135,9 @@ def _retrace_signals(session: Any) -> list[Signal]:
     out = []
     for rec in session.store.records_of("retrace"):
         allowed = 1 if rec.get("reduce_retracing") else 0
-        recreated = (not rec.get("library")) and rec.get("n_objects", 0) >= 5
+        # a new tf.function object per call of the code that creates it (created inside a loop);
+        # not the objects of a tf.function method, one per instance, each traced once
+        recreated = (not rec.get("library")) and rec.get("n_objects", 0) >= 5 and not (rec.get("method") and rec["retraces"] == 0)
         if rec["retraces"] <= allowed and not recreated:
             continue
         examples = rec.get("examples", [])

@@ -2,7 +2,8 @@
 gradient norms that :mod:`tflint.runtime.health` collects (one sum of squares per gradient per
 step inside the graph, read every ``SAMPLE_EVERY`` steps; numpy every few steps eagerly).
 
-* exploding: the global norm exceeds ``EXPLODE_ABS`` or grows ``EXPLODE_GROWTH``-fold over the
+* exploding: the global norm exceeds ``EXPLODE_ABS`` (times the elements of a target that is not
+  a scalar: its gradient is their sum) or grows ``EXPLODE_GROWTH``-fold over the
   run (its robust level at the end against the start, so one spike is not enough); the report
   names the first sampled step and the layer with the largest norm there;
 * vanishing: the first trainable layer's norm stays below ``VANISH_RATIO`` × the last layer's
@@ -54,7 +55,10 @@ class ExplodingGradientHook(Hook):
     def _judge_run(self, health: Any, group: tuple[Any, Any] | None, pts: list[Any]) -> dict[str, Any] | None:
         if len(pts) < MIN_POINTS:
             return None
-        first = next(((x, y) for x, y in pts if y > EXPLODE_ABS), None)
+        # the gradient of a target that is not a scalar is the sum of its elements' (an
+        # unreduced loss): the absolute level is judged per element
+        limit = EXPLODE_ABS * max(1, int(getattr(health, "target_elements", 1)))
+        first = next(((x, y) for x, y in pts if y > limit), None)
         k = max(1, len(pts) // 10)
         head = sorted(y for _, y in pts[:k] if math.isfinite(y))
         tail = sorted(y for _, y in pts[-k:])
@@ -78,7 +82,7 @@ class ExplodingGradientHook(Hook):
                     if v > best:
                         best, layer = v, lay
         return {"step": int(step), "norm": value, "start_norm": start, "end_norm": end, "growth": growth, "layer": layer,
-                "threshold": EXPLODE_ABS}
+                "threshold": limit}
 
 
 class VanishingGradientHook(Hook):

@@ -231,6 +231,9 @@ class HealthMonitor(Hook):
         # had been: a new model or a new optimisation (a style transfer's second image) begins,
         # from another loss
         self.new_variable_starts: list[tuple[int, int, tuple[str, int] | None]] = []
+        # the most elements of a gradient's target: tape.gradient sums a target that is not a
+        # scalar (an unreduced loss), and its gradient is that many times the mean's
+        self.target_elements = 1
         self.nonfinite: dict[str, Any] | None = None  # first non-finite event
         # id(scaled loss) -> (scaled loss, loss, scale, dynamic): what ``optimizer.scale_loss``
         # returned lately (mixed precision). A gradient of a scaled loss is judged on the loss and
@@ -297,6 +300,10 @@ class HealthMonitor(Hook):
         # training loss: it is checked for NaN, and kept out of the loss and norm series and of
         # the loss sites (it would pass for a GAN's third player)
         trains = any(hasattr(s, "assign") for s in flat_sources[:8])
+        if trains and (not eager or self.eager_calls < EAGER_SITE_CALLS):
+            n = _elements(target)
+            if n > self.target_elements:
+                self.target_elements = n
         if eager:
             if self.eager_calls < EAGER_SITE_CALLS and trains:
                 site = user_site_tf_stack()
@@ -911,6 +918,18 @@ def _weakrefable(o: Any) -> bool:
         return True
     except TypeError:
         return False
+
+
+def _elements(target: Any) -> int:
+    """The elements of a gradient's target, from its static shape (1 where unknown)."""
+    n = 0
+    for t in _flat(target):
+        try:
+            k = t.shape.num_elements()
+        except Exception:  # noqa: BLE001
+            k = None
+        n += k if k else 1
+    return max(1, n)
 
 
 def _dynamic_scaling(opt: Any) -> bool:

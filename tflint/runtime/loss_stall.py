@@ -159,6 +159,7 @@ class LossStallHook(Hook):
             if start - end > START_END_RELATIVE * max(abs(start), 1e-12):
                 return None  # it did go down (early), then plateaued: converged, not stalled
         return {"steps": int(x1 - x0), "window_steps": [int(xs[0]), int(xs[-1])], "level": trend["level"],
+                "value": stats.median(ys),  # signed: a negative log-likelihood can stall below 0
                 "relative_change": trend["relative"], "slope_per_step": trend["slope"], "start": start, "end": end,
                 "constant": max(ys) == min(ys)}
 
@@ -277,7 +278,7 @@ def signals(session: Any) -> list[Any]:
         return []
     cs = causes(session)
     what = ("the loss is exactly constant" if j["constant"] else
-            f"the loss stays at {j['level']:.4g} (trend {100 * j['relative_change']:.2f}% over the run after warm-up)")
+            f"the loss stays at {j['value']:.4g} (trend {100 * j['relative_change']:.2f}% over the run after warm-up)")
     fixes = []
     kinds = {c["kind"] for c in cs}
     if "one-unit-softmax" in kinds:

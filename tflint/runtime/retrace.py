@@ -315,6 +315,9 @@ class RetraceHook(Hook):
                 "causes": {},
                 "first_site": None,
                 "first_step": None,
+                # a tf.function method: each instance has a tf.function object of its own (its
+                # Python function wraps a method bound to the instance)
+                "method": _is_method(pyfunc),
                 "retrace_site": None,
             },
         )
@@ -382,6 +385,17 @@ class RetraceHook(Hook):
                 "t": round(time.perf_counter() - self.session.t0, 6),
             },
         )
+
+
+def _is_method(pyfunc: Any) -> bool:
+    f = pyfunc
+    for _ in range(4):
+        if f is None:
+            return False
+        if hasattr(f, "__self__") and not isinstance(f, type):
+            return True
+        f = getattr(f, "__wrapped__", None)
+    return False
 
 
 _SPEC_CHANGE = re.compile(r"^(?P<arg>[^:]+): TensorSpec\(shape=\((?P<old>[^)]*)\)\) -> \((?P<new>[^)]*)\)$")
