@@ -178,3 +178,49 @@ def test_keras_callback_inside_watch_reuses_the_active_session():
         model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
         assert cb.session is s
     assert s.status()["steps"] == 4
+
+
+def test_a_step_traced_before_the_session_is_said_to_be_unmeasured_not_healthy():
+    """A notebook: a model fitted in one cell (a watch() session) and again in the next, and a
+    custom step traced in one session and run in the next. The second session's step carries the
+    first one's probes, not its own: training health (and fit's in-graph input wait) was not
+    measured there, which the report says instead of "OK". fit's train function is still a
+    training loop of the second session."""
+    import keras
+    import numpy as np
+
+    from tflint.profiler.aggregate import UNTRACED_REASON
+
+    x = np.random.default_rng(0).standard_normal((640, 8)).astype(np.float32)
+    y = x[:, :1]
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.0), "mse")
+    opt = keras.optimizers.SGD(0.0)
+
+    @tf.function
+    def step(a, b):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(a) - b) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    def custom():
+        for i in range(0, 640, 32):
+            step(x[i:i + 32], y[i:i + 32])
+
+    kinds = []
+    for train in (lambda: model.fit(x, y, batch_size=32, epochs=8, verbose=0), lambda: [custom() for _ in range(8)]):
+        reports = []
+        for _ in range(2):
+            with watch() as s:
+                train()
+            reports.append(s.report())
+        first, second = reports
+        assert first.metrics["hooks"]["loss-stall"]["status"] == "ok"
+        assert {x.kind for x in first.signals} >= {"dead-parameter"}
+        hooks = second.metrics["hooks"]
+        for kind in ("nan-inf", "dead-parameter", "loss-stall", "exploding-gradient"):
+            assert hooks[kind] == {"status": "unavailable", "reason": UNTRACED_REASON}, hooks[kind]
+        assert second.metrics["steps"] == 160
+        assert [x.kind for x in second.signals if x.kind != "retrace"] == []
+        kinds.append(second.metrics["loops"][0]["kind"])
+    assert kinds == ["keras", "function"]  # fit's train function is its loop in the second session too

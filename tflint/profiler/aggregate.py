@@ -16,6 +16,9 @@ from tflint import __version__
 from tflint.profiler.report import Location, Report, Signal
 
 PROJECT_STEPS = 10_000
+UNTRACED_REASON = ("the training step was traced before the hooks were on (in an earlier cell or watch() session), "
+                   "so its graph carries no probe; trace it again with the hooks on to measure it (compile the "
+                   "model again, or create the tf.function anew)")
 INPUT_HIGH = 0.20
 INPUT_MODERATE = 0.05
 
@@ -55,6 +58,10 @@ def _hook_status(session: Any) -> dict[str, Any]:
                 if out[kind].get("status") == "ok":
                     out[kind] = {"status": "failed",
                                  "reason": f"sampled per step, and step counting failed: {out['steps'].get('reason')}"}
+        main = session.steps.main_loop()
+        if main is not None and main.key in session.steps.untraced_loops and out["input-stall"].get("status") == "ok":
+            # fit reads its batches inside its train function, timed by probes traced with it
+            out["input-stall"] = {"status": "unavailable", "reason": UNTRACED_REASON.replace("no probe", "no input probe")}
     if getattr(session, "distribute", None) is not None:
         out["distribute"] = session.distribute.status_dict()
     if session.input is not None and out["input-stall"].get("status") == "ok":
@@ -560,6 +567,14 @@ def _health_hook_status(session: Any, out: dict[str, Any]) -> None:
         for kind in TRAINING_HEALTH_KINDS:
             if out[kind].get("status") == "ok":
                 out[kind] = {"status": "unavailable", "reason": "needs the GradientTape hook, which is unavailable"}
+    steps = session.steps
+    if (mon is not None and not mon.probes and not mon.eager_calls and steps is not None and steps.count
+            and steps.trained_untraced()):
+        # training ran, in a tf.function traced before the hooks were on (an earlier notebook
+        # cell or watch() session): its graph has no probe, and nothing was measured
+        for kind in TRAINING_HEALTH_KINDS:
+            if out[kind].get("status") == "ok":
+                out[kind] = {"status": "unavailable", "reason": UNTRACED_REASON}
 
 
 def _health_signals(session: Any, metrics: dict[str, Any]) -> list[Signal]:

@@ -63,7 +63,7 @@ class Source:
     __slots__ = ("key", "name", "kind", "prio", "n", "last", "series", "total", "calls_time", "first", "site",
                  "optimizers", "begin", "startup_s", "startup_wait_s", "steady_wait_s", "startups", "wait_mark",
                  "leader", "step_opts", "model", "start_step", "per_call", "extra_intervals",
-                 "other_fns", "pending_other", "takes_args")
+                 "other_fns", "pending_other", "takes_args", "obj")
 
     def __init__(self, key: Any, name: str, kind: str) -> None:
         self.key = key
@@ -98,6 +98,7 @@ class Source:
         self.other_fns: dict[str, float] = {}
         self.pending_other: dict[str, float] = {}
         self.takes_args = True  # function loops: whether the step function has parameters
+        self.obj: Any = None  # fallback tf.function sources: a weak reference to the function
 
     @property
     def intervals(self) -> int:
@@ -189,6 +190,10 @@ class StepTracker(Hook):
         self.fit_starts: list[tuple[int, int, tuple[str, int] | None]] = []
         self._per_call: dict[int, int] = {}  # id(model) -> its steps_per_execution, at its last fit
         self._train_fns: dict[Any, list[str]] = {}  # loop key -> optimizers applied in its trace
+        self._fitting: set[int] = set()  # id of each model whose fit is running
+        # Keras train functions known as such from a running fit, not from a trace of this
+        # session: traced before the hooks were on, they carry none of its in-graph probes
+        self.untraced_loops: set[Any] = set()
         self._grad_fns: set[Any] = set()  # loop keys of the functions whose trace computed a gradient
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
@@ -300,6 +305,7 @@ class StepTracker(Hook):
                     drop_own_frame(exc)
                     raise
                 finally:
+                    hook._fitting.discard(id(model))
                     if start is not None and hook.active:
                         try:
                             hook._on_fit_end(model, start)
@@ -314,6 +320,7 @@ class StepTracker(Hook):
         """Notes the fit call; with ``steps_per_execution`` > 1, returns what its end needs to
         count its steps exactly: the loop's steps and the optimizer's iterations so far."""
         spe = _steps_per_execution(model)
+        self._fitting.add(id(model))
         if len(self._per_call) < MAX_FITS or id(model) in self._per_call:
             self._per_call[id(model)] = spe
         loop = self._loops.get(("keras", id(model)))
@@ -593,8 +600,10 @@ class StepTracker(Hook):
     def _on_function_call(self, fn: Any, t0: float, t1: float) -> None:
         self._unbatch()
         self._count_calls(fn, 1)
-        key = self.loop_key(fn) if self._train_fns else None
+        key = self.loop_key(fn) if self._train_fns or self._fitting else None
         opts = self._train_fns.get(key) if key is not None else None
+        if opts is None and self._fitting and key is not None and key[0] == "keras" and key[1] in self._fitting:
+            opts = self._adopt_keras_train_function(fn, key)
         if opts is not None:
             loop = self._loops.get(key)
             if loop is None:
@@ -634,6 +643,17 @@ class StepTracker(Hook):
             src = self._sources.get(id(fn))
             if src is not None and src is self.primary and not self._loops and src.n >= BATCH_AFTER:
                 self._fast_fn, self._fast_src, self._fast_loop = fn, src, False
+
+    def _adopt_keras_train_function(self, fn: Any, key: Any) -> list[str] | None:
+        """A running fit calls its model's train function, traced before the hooks were on (the
+        model was fitted in an earlier cell or watch() session): a training loop all the same."""
+        if len(self._train_fns) >= MAX_LOOPS:
+            return None
+        model = _keras_model_of(fn)
+        opt = getattr(model, "optimizer", None)
+        self._train_fns[key] = [_opt_name(opt)] if opt is not None else []
+        self.untraced_loops.add(key)
+        return self._train_fns[key]
 
     def _unbatch(self) -> None:
         """Before any other tick: count the recorded steps, and record no more until the next
@@ -782,6 +802,10 @@ class StepTracker(Hook):
             src.site = user_frame(sys._getframe(1))
             if kind == "function" and self.loop_key(obj) not in self._grad_fns:
                 src.prio = NO_GRADIENT_FUNCTION_PRIORITY
+                try:
+                    src.obj = weakref.ref(obj)
+                except TypeError:
+                    pass
             self._sources[key] = src
         now = t_end if t_end is not None else t_start
         inp = self.session.input
@@ -870,6 +894,30 @@ class StepTracker(Hook):
         (one-off costs follow: a new model's traces and variables, a new input pipeline)."""
         starts = {lp.start_step for lp in self._loops.values()} | {st for st, *_ in self.fit_starts}
         return sorted(st for st in starts if st > 0)
+
+    def trained_untraced(self) -> bool:
+        """The steps were counted from a tf.function that this session never saw traced (it was
+        traced before the hooks were on: an earlier notebook cell or watch() session) and whose
+        graphs compute gradients: a training step that carries no probe of this session."""
+        main = self.main_loop()
+        if main is not None and main.key in self.untraced_loops:
+            return True
+        if self._loops or self.primary is None or self.primary.obj is None:
+            return False
+        fn = self.primary.obj()
+        try:
+            concrete = fn._list_all_concrete_functions() if fn is not None else []
+        except Exception:  # noqa: BLE001 - another TensorFlow: not known
+            return False
+        for cf in concrete[:8]:
+            try:  # the step's own graph and the functions it calls (Keras' step inside a loop)
+                gd = cf.graph.as_graph_def()
+            except Exception:  # noqa: BLE001
+                continue
+            bodies = [gd.node] + [f.node_def for f in gd.library.function]
+            if any(n.name.startswith("gradient_tape/") for body in bodies[:64] for n in body):
+                return True
+        return False
 
     def site_at(self, step: int) -> tuple[str, int] | None:
         """Where the training loop or ``fit`` call that ran step ``step`` was started from: the
