@@ -8,6 +8,7 @@ import pty
 import select
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -52,6 +53,46 @@ def test_script_runs_as_python_would(tmp_path):
     assert "squares [0, 1, 4, 9, 16]" in run.stdout
     assert not (tmp_path / "not-ours.json").exists()
     assert run.report["argv"] == list(args)
+
+
+def test_environment_the_script_sets_before_importing_tensorflow_is_set_before_the_profiler_does(tmp_path):
+    """TensorFlow and Keras read some variables when they are imported (the log level, the Keras
+    backend), and the profiler imports them before the script runs: the script's top-level
+    settings made before its own import are made first. Here it selects Keras' numpy backend:
+    the script runs as under plain Python (on that backend, or failing as it does there), not
+    silently on TensorFlow."""
+    script = tmp_path / "backend.py"
+    script.write_text(textwrap.dedent("""\
+        import os
+        os.environ["KERAS_BACKEND"] = "numpy"
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import keras
+        print("backend:", keras.backend.backend())
+    """))
+    env = profile_env()
+    env.pop("KERAS_BACKEND", None)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, env=env)
+    run = run_profile(script, cwd=tmp_path, module=False, json_path=tmp_path / "r.json")
+    assert run.returncode == plain.returncode, (run.explain(), plain.stderr[-500:])
+    assert run.stdout == plain.stdout
+    assert "backend: tensorflow" not in run.stdout
+
+
+def test_environment_settings_are_read_from_the_top_of_the_script_until_tensorflow_is_imported():
+    from tflint.profiler.runner import environment_before_tensorflow
+
+    source = textwrap.dedent("""\
+        import os, sys
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
+        os.environ[name] = "not a literal key"
+        import tensorflow as tf
+        os.environ["AFTER_THE_IMPORT"] = "1"
+    """)
+    assert environment_before_tensorflow(source) == [("TF_CPP_MIN_LOG_LEVEL", "2", True),
+                                                     ("CUDA_VISIBLE_DEVICES", "0", False)]
+    assert environment_before_tensorflow("def broken(:\n") == []
 
 
 def test_terminal_report_has_a_line_per_signal(profiled):

@@ -145,10 +145,61 @@ def check_outputs(opts: ProfileOptions) -> None:
         raise ProfileUsageError(f"--logdir {opts.logdir}: exists and is not a directory")
 
 
+def environment_before_tensorflow(source: bytes | str) -> list[tuple[str, str, bool]]:
+    """What a script sets in ``os.environ`` at its top level before it first imports TensorFlow
+    or Keras, as ``(name, value, overwrite)``: string literals assigned
+    (``os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"``) or given to ``os.environ.setdefault``. TensorFlow
+    and Keras read such variables (log level, backend, visible devices) when they are imported,
+    and the profiler imports them before the script runs."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+
+    def environ(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ"
+                and isinstance(node.value, ast.Name) and node.value.id == "os")
+
+    def literal(node: ast.AST) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    out: list[tuple[str, str, bool]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            if any(n.split(".")[0] in ("tensorflow", "keras", "tf_keras") for n in names):
+                break
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            t = stmt.targets[0]
+            if isinstance(t, ast.Subscript) and environ(t.value):
+                key, value = literal(t.slice), literal(stmt.value)
+                if key is not None and value is not None:
+                    out.append((key, value, True))
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            f, args = stmt.value.func, stmt.value.args
+            if (isinstance(f, ast.Attribute) and f.attr == "setdefault" and environ(f.value) and len(args) == 2
+                    and literal(args[0]) is not None and literal(args[1]) is not None):
+                out.append((literal(args[0]), literal(args[1]), False))
+    return out
+
+
 def run(opts: ProfileOptions) -> int:
     """Profile ``opts.script``; returns the exit status. Bad input raises ProfileUsageError."""
     abspath, code = compile_script(opts.script)
     check_outputs(opts)
+    # the script's own settings for TensorFlow's import, made before the profiler imports it
+    try:
+        with open(abspath, "rb") as fh:
+            preset = environment_before_tensorflow(fh.read())
+    except OSError:
+        preset = []
+    for key, value, overwrite in preset:
+        if overwrite:
+            os.environ[key] = value
+        else:
+            os.environ.setdefault(key, value)
     import importlib
     import importlib.util
 
