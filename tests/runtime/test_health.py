@@ -718,17 +718,9 @@ def test_an_evaluate_before_the_first_fit_does_not_shift_where_fit_begins():
 def test_a_step_is_attributed_to_the_loop_or_fit_call_that_ran_it():
     """A ``fit`` of 40 steps, then a custom loop of 60 (the memory finding is located by this:
     growth during the ``fit`` belongs to the ``fit``, not to the loop with more steps)."""
-    x = np.random.default_rng(0).standard_normal((640, 8)).astype(np.float32)
-    y = x[:, :1]
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.SGD(0.01), "mse")
-    opt = keras.optimizers.SGD(0.01)
+    from tests.training_steps import dense_regression
 
-    @tf.function
-    def step(a, b):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(a) - b) ** 2)
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    x, y, model, step = dense_regression(0.01)
 
     def train():
         model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # fit here

@@ -186,22 +186,10 @@ def test_a_step_traced_before_the_session_is_said_to_be_unmeasured_not_healthy()
     first one's probes, not its own: training health (and fit's in-graph input wait) was not
     measured there, which the report says instead of "OK". fit's train function is still a
     training loop of the second session."""
-    import keras
-    import numpy as np
-
+    from tests.training_steps import dense_regression
     from tflint.profiler.aggregate import UNTRACED_REASON
 
-    x = np.random.default_rng(0).standard_normal((640, 8)).astype(np.float32)
-    y = x[:, :1]
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.SGD(0.0), "mse")
-    opt = keras.optimizers.SGD(0.0)
-
-    @tf.function
-    def step(a, b):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(a) - b) ** 2)
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    x, y, model, step = dense_regression(0.0)
 
     def custom():
         for i in range(0, 640, 32):

@@ -194,6 +194,7 @@ class StepTracker(Hook):
         # Keras train functions known as such from a running fit, not from a trace of this
         # session: traced before the hooks were on, they carry none of its in-graph probes
         self.untraced_loops: set[Any] = set()
+        self._not_adopted: set[Any] = set()
         self._grad_fns: set[Any] = set()  # loop keys of the functions whose trace computed a gradient
         self._fn_keys: dict[int, tuple[Any, Any]] = {}  # id(tf.function) -> (weakref, loop key)
         self.primary: Source | None = None  # best fallback source
@@ -646,8 +647,14 @@ class StepTracker(Hook):
 
     def _adopt_keras_train_function(self, fn: Any, key: Any) -> list[str] | None:
         """A running fit calls its model's train function, traced before the hooks were on (the
-        model was fitted in an earlier cell or watch() session): a training loop all the same."""
-        if len(self._train_fns) >= MAX_LOOPS:
+        model was fitted in an earlier cell or watch() session): a training loop all the same,
+        if its graphs compute gradients (one traced now that applied no optimizer, for a model
+        with no trainable variables, is not). Looked at once per function."""
+        if len(self._train_fns) >= MAX_LOOPS or key in self._not_adopted:
+            return None
+        if not _computes_gradients(fn):
+            if len(self._not_adopted) < MAX_LOOPS:
+                self._not_adopted.add(key)
             return None
         model = _keras_model_of(fn)
         opt = getattr(model, "optimizer", None)
@@ -905,19 +912,7 @@ class StepTracker(Hook):
         if self._loops or self.primary is None or self.primary.obj is None:
             return False
         fn = self.primary.obj()
-        try:
-            concrete = fn._list_all_concrete_functions() if fn is not None else []
-        except Exception:  # noqa: BLE001 - another TensorFlow: not known
-            return False
-        for cf in concrete[:8]:
-            try:  # the step's own graph and the functions it calls (Keras' step inside a loop)
-                gd = cf.graph.as_graph_def()
-            except Exception:  # noqa: BLE001
-                continue
-            bodies = [gd.node] + [f.node_def for f in gd.library.function]
-            if any(n.name.startswith("gradient_tape/") for body in bodies[:64] for n in body):
-                return True
-        return False
+        return fn is not None and _computes_gradients(fn)
 
     def site_at(self, step: int) -> tuple[str, int] | None:
         """Where the training loop or ``fit`` call that ran step ``step`` was started from: the
@@ -968,6 +963,25 @@ def _optimizer_iterations(model: Any) -> int | None:
 def _sample_containers(n: int) -> bool:
     """Steps 4, 8, 16, 32, ... of a loop, then every 4096th."""
     return n >= 4 and (n & (n - 1) == 0 or n % 4096 == 0)
+
+
+def _computes_gradients(fn: Any) -> bool:
+    """Whether a tf.function's traced graphs compute gradients (``GradientTape`` ops), in its own
+    graph or a function it calls (Keras' step inside its loop). Walks the graphs: for a report or
+    once per function, not per step."""
+    try:
+        concrete = fn._list_all_concrete_functions()
+    except Exception:  # noqa: BLE001 - another TensorFlow: not known
+        return False
+    for cf in concrete[:8]:
+        try:
+            gd = cf.graph.as_graph_def()
+        except Exception:  # noqa: BLE001
+            continue
+        bodies = [gd.node] + [f.node_def for f in gd.library.function]
+        if any(n.name.startswith("gradient_tape/") for body in bodies[:64] for n in body):
+            return True
+    return False
 
 
 def _takes_arguments(fn: Any) -> bool:
