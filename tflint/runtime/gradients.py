@@ -160,14 +160,16 @@ class GradientHook(Hook):
             def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
                 result = orig(tape, target, sources, *args, **kwargs)
                 if hook.active:
+                    # a training step differentiates variables: gradients with respect to inputs
+                    # only (saliency maps, Grad-CAM, a gradient penalty) train nothing
+                    trains = True
                     try:
-                        # a training step differentiates variables: gradients with respect to
-                        # inputs only (saliency maps, Grad-CAM, adversarial examples) train nothing
+                        trains = _differentiates_variables(sources)
                         if executing_eagerly():
                             prim = steps.primary
-                            if (prim is None or prim.prio <= 1) and _differentiates_variables(sources):
+                            if (prim is None or prim.prio <= 1) and trains:
                                 steps.tick(("gradient", 0), "GradientTape.gradient", "gradient", perf())
-                        elif steps is not None and _differentiates_variables(sources):
+                        elif steps is not None and trains:
                             steps.on_traced_gradient()  # at trace time only
                         flat = result if isinstance(result, (list, tuple)) else nest.flatten(result)
                         for g in flat:
@@ -179,7 +181,7 @@ class GradientHook(Hook):
                     health = hook.session.health
                     if health is not None and health.active:  # hook point: training-health probe
                         try:
-                            health.on_gradient(tape, target, sources, result, executing_eagerly())
+                            health.on_gradient(tape, target, sources, result, executing_eagerly(), trains)
                         except Exception as exc:  # noqa: BLE001
                             health.fail(exc, "GradientTape.gradient probe")
                 return result

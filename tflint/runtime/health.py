@@ -274,7 +274,9 @@ class HealthMonitor(Hook):
             except Exception as exc:  # noqa: BLE001
                 b.fail(exc, "eager tape enter")
 
-    def on_gradient(self, tape: Any, target: Any, sources: Any, result: Any, eager: bool) -> None:
+    def on_gradient(self, tape: Any, target: Any, sources: Any, result: Any, eager: bool, trains: bool = True) -> None:
+        """A ``tape.gradient`` call; ``trains``: its sources hold variables (else it is a gradient
+        with respect to inputs only)."""
         flat_sources = _flat(sources)
         flat_grads = _flat(result)
         if len(flat_grads) != len(flat_sources):
@@ -299,7 +301,6 @@ class HealthMonitor(Hook):
         # a gradient with respect to inputs only (WGAN-GP's penalty, a saliency map) is no
         # training loss: it is checked for NaN, and kept out of the loss and norm series and of
         # the loss sites (it would pass for a GAN's third player)
-        trains = any(hasattr(s, "assign") for s in flat_sources[:8])
         if trains and (not eager or self.eager_calls < EAGER_SITE_CALLS):
             n = _elements(target)
             if n > self.target_elements:
@@ -507,14 +508,8 @@ class HealthMonitor(Hook):
         ss = self.site_series.get(self._eager_site.get(id(sources[0]), _NO_SITE)) if self._eager_site else None
         if not trains:  # checked for NaN only, on every call
             if loss is not None and not math.isfinite(loss) and self.nonfinite is None:
-                ni = self.sig("nan-inf")
-                if ni is not None:
-                    try:
-                        ni.on_nonfinite({"step": n, "tensor": "the target of a gradient with respect to inputs",
-                                         "eager": True, "site": user_site_tf_stack(), "loss": loss,
-                                         "variable": None, "gradient_of": None})
-                    except Exception as exc:  # noqa: BLE001
-                        ni.fail(exc, "eager non-finite record")
+                self._eager_nonfinite({"step": n, "tensor": "the target of a gradient with respect to inputs",
+                                       "loss": loss, "variable": None, "gradient_of": None})
             return
         if loss is not None:  # the mean over each SAMPLE_EVERY steps, like the graph probe's
             self._eager_sum += loss
@@ -575,13 +570,17 @@ class HealthMonitor(Hook):
                 except Exception:  # noqa: BLE001
                     continue
             tensor = (f"variable {bad_var}" if bad_var else "the loss" if not finite_loss else f"the gradient of {bad_grad}")
-            ni = self.sig("nan-inf")
-            if ni is not None:
-                try:
-                    ni.on_nonfinite({"step": n, "tensor": tensor, "eager": True, "site": user_site_tf_stack(),
-                                     "loss": loss, "variable": bad_var, "gradient_of": bad_grad})
-                except Exception as exc:  # noqa: BLE001
-                    ni.fail(exc, "eager non-finite record")
+            self._eager_nonfinite({"step": n, "tensor": tensor, "loss": loss, "variable": bad_var, "gradient_of": bad_grad})
+
+    def _eager_nonfinite(self, event: dict[str, Any]) -> None:
+        """Hands the first eager non-finite value to ``nan-inf``, with the user's line."""
+        ni = self.sig("nan-inf")
+        if ni is None:
+            return
+        try:
+            ni.on_nonfinite({**event, "eager": True, "site": user_site_tf_stack()})
+        except Exception as exc:  # noqa: BLE001
+            ni.fail(exc, "eager non-finite record")
 
     def _add_norms(self, step: int, names: list[str], sq: list[float], ss: SiteSeries | None = None) -> None:
         if not sq:
